@@ -1,0 +1,219 @@
+package compiler
+
+import (
+	"math"
+	"slices"
+
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+// rowView splits a tensor's dims into a row space (dims not in cols) and a col space (dims in
+// cols), each with its strides, so a [rows, cols] tile walks any set of axes.
+func rowView(shape []int, cols []int) (rd, rs, cd, cs []int) {
+	st := contiguous(shape)
+	for i, d := range shape {
+		if slices.Contains(cols, i) {
+			cd, cs = append(cd, d), append(cs, st[i])
+		} else {
+			rd, rs = append(rd, d), append(rs, st[i])
+		}
+	}
+	rd, rs = collapse(rd, rs)
+	cd, cs = collapse(cd, cs)
+	return
+}
+
+// rowTile is the [rm, cn] tile of a row view at row block pid and col block kt.
+func rowTile(param int, rd, rs, cd, cs []int, pid tile.Var, rm int, colStart tile.Expr, cn int) tile.Access {
+	return tile.Access{Param: param, Base: tile.C(0), RowDims: rd, RowStrides: rs, ColDims: cd, ColStrides: cs,
+		RowStart: tile.V(pid, rm), ColStart: colStart, Rows: rm, Cols: cn, Mask: true}
+}
+
+// ---- reductions ----
+
+func (b *kbuilder) lowerReduce(n *graph.Node, sc Schedule) error {
+	x := n.Inputs[0]
+	axes, err := graph.ReduceAxes(n, x.Type.Rank())
+	if err != nil {
+		return err
+	}
+	outer, inner := reduceExtent(n)
+	rm, cn := sc.BM, sc.BN
+	acc := accumDType(n)
+	op, comb, init := tile.Sum, tile.Add, 0.0
+	if n.Op == "reduce_max" {
+		op, comb, init = tile.MaxRed, tile.Max, math.Inf(-1)
+		if acc.IsInt() {
+			init = -numerics.MaxFinite(acc) - 1
+		}
+	}
+	pid := b.grid(ceilDiv(outer, rm))[0]
+	rd, rs, cd, cs := rowView(x.Type.Shape, axes)
+	px := b.param(x, false)
+	a := b.full(rm, 1, init)
+	b.loop(ceilDiv(inner, cn), func(kt tile.Var) {
+		t := b.load(rowTile(px, rd, rs, cd, cs, pid, rm, tile.V(kt, cn), cn), init)
+		p := b.reduce(op, t, acc)
+		b.emit(tile.Binary{Dst: a, A: a, B: p, Op: comb, DType: acc})
+	})
+	if n.Op == "reduce_mean" {
+		a = b.binary(tile.Div, a, b.full(1, 1, float64(inner)), acc)
+	}
+	b.emit(tile.Store{Src: a, At: tile.Access{Param: b.param(n.Output, true), Base: tile.C(0), RowDims: []int{outer},
+		RowStrides: []int{1}, ColDims: []int{1}, ColStrides: []int{0}, RowStart: tile.V(pid, rm), ColStart: tile.C(0),
+		Rows: rm, Cols: 1, Mask: true}})
+	return nil
+}
+
+// ---- softmax, log_softmax, layernorm, rmsnorm ----
+
+func (b *kbuilder) lowerRowwise(n *graph.Node, sc Schedule) error {
+	x := n.Inputs[0]
+	ax := rowAxis(n)
+	outer, inner := rowExtent(n)
+	rm, cn := sc.BM, sc.BN
+	acc := accumDType(n)
+	pid := b.grid(ceilDiv(outer, rm))[0]
+	rd, rs, cd, cs := rowView(x.Type.Shape, []int{ax})
+	px, po := b.param(x, false), b.param(n.Output, true)
+	steps := ceilDiv(inner, cn)
+	at := func(p int, kt tile.Var) tile.Access { return rowTile(p, rd, rs, cd, cs, pid, rm, tile.V(kt, cn), cn) }
+	// vec addresses block kt of a per-column parameter (gamma, beta) as a [1, cn] tile.
+	vec := func(v *graph.Value, kt tile.Var) tile.Access {
+		return tile.Access{Param: b.param(v, false), Base: tile.C(0), RowDims: []int{1}, RowStrides: []int{0},
+			ColDims: []int{inner}, ColStrides: []int{1}, RowStart: tile.C(0), ColStart: tile.V(kt, cn), Rows: 1, Cols: cn, Mask: true}
+	}
+	switch n.Op {
+	case "softmax", "log_softmax":
+		m, l := b.full(rm, 1, math.Inf(-1)), b.full(rm, 1, 0)
+		b.loop(steps, func(kt tile.Var) {
+			t := b.load(at(px, kt), math.Inf(-1))
+			p, alpha := b.reg(), b.reg()
+			b.emit(tile.OnlineSoftmax{M: m, L: l, X: t, P: p, Alpha: alpha, DType: acc})
+		})
+		var ll tile.Reg
+		if n.Op == "log_softmax" {
+			ll = b.unary(tile.Log, l, acc)
+		}
+		b.loop(steps, func(kt tile.Var) {
+			d := b.binary(tile.Sub, b.load(at(px, kt), math.Inf(-1)), m, acc)
+			var y tile.Reg
+			if n.Op == "softmax" {
+				y = b.binary(tile.Div, b.unary(tile.Exp, d, acc), l, acc)
+			} else {
+				y = b.binary(tile.Sub, d, ll, acc)
+			}
+			b.emit(tile.Store{Src: y, At: at(po, kt)})
+		})
+	case "layernorm":
+		s := b.full(rm, 1, 0)
+		b.loop(steps, func(kt tile.Var) {
+			p := b.reduce(tile.Sum, b.load(at(px, kt), 0), acc)
+			b.emit(tile.Binary{Dst: s, A: s, B: p, Op: tile.Add, DType: acc})
+		})
+		cnt := b.full(1, 1, float64(inner))
+		mean := b.binary(tile.Div, s, cnt, acc)
+		v := b.full(rm, 1, 0)
+		// Two passes (mean, then squared deviations) as the golden model does: one-pass
+		// E[x^2]-E[x]^2 cancels catastrophically for rows with a large mean.
+		b.loop(steps, func(kt tile.Var) {
+			d := b.binary(tile.Sub, b.load(at(px, kt), 0), mean, acc)
+			md := b.reg()
+			b.emit(tile.MaskCols{Dst: md, Src: d, ColStart: tile.V(kt, cn), ColLimit: inner, Value: 0})
+			p := b.reduce(tile.Sum, b.binary(tile.Mul, md, md, acc), acc)
+			b.emit(tile.Binary{Dst: v, A: v, B: p, Op: tile.Add, DType: acc})
+		})
+		va := b.binary(tile.Div, v, cnt, acc)
+		r := b.unary(tile.Rsqrt, b.binary(tile.Add, va, b.full(1, 1, n.FloatAttr("eps")), acc), acc)
+		b.loop(steps, func(kt tile.Var) {
+			d := b.binary(tile.Sub, b.load(at(px, kt), 0), mean, acc)
+			y := b.binary(tile.Mul, b.binary(tile.Mul, d, r, acc), b.load(vec(n.Inputs[1], kt), 0), acc)
+			y = b.binary(tile.Add, y, b.load(vec(n.Inputs[2], kt), 0), acc)
+			b.emit(tile.Store{Src: y, At: at(po, kt)})
+		})
+	case "rmsnorm":
+		s := b.full(rm, 1, 0)
+		b.loop(steps, func(kt tile.Var) {
+			t := b.load(at(px, kt), 0)
+			p := b.reduce(tile.Sum, b.binary(tile.Mul, t, t, acc), acc)
+			b.emit(tile.Binary{Dst: s, A: s, B: p, Op: tile.Add, DType: acc})
+		})
+		ms := b.binary(tile.Div, s, b.full(1, 1, float64(inner)), acc)
+		r := b.unary(tile.Rsqrt, b.binary(tile.Add, ms, b.full(1, 1, n.FloatAttr("eps")), acc), acc)
+		b.loop(steps, func(kt tile.Var) {
+			y := b.binary(tile.Mul, b.binary(tile.Mul, b.load(at(px, kt), 0), r, acc), b.load(vec(n.Inputs[1], kt), 0), acc)
+			b.emit(tile.Store{Src: y, At: at(po, kt)})
+		})
+	}
+	return nil
+}
+
+// ---- mse_loss ----
+
+func (b *kbuilder) lowerLoss(n *graph.Node, sc Schedule) error {
+	av, bv := n.Inputs[0], n.Inputs[1]
+	total, cn := av.Type.NumElems(), sc.BN
+	acc := accumDType(n)
+	b.grid(1)
+	pa, pb := b.param(av, false), b.param(bv, false)
+	s := b.full(1, 1, 0)
+	flat := []int{total}
+	b.loop(ceilDiv(total, cn), func(kt tile.Var) {
+		d := b.binary(tile.Sub, b.load(flatTile(pa, tile.C(0), flat, []int{1}, kt, cn), 0), b.load(flatTile(pb, tile.C(0), flat, []int{1}, kt, cn), 0), acc)
+		p := b.reduce(tile.Sum, b.binary(tile.Mul, d, d, acc), acc)
+		b.emit(tile.Binary{Dst: s, A: s, B: p, Op: tile.Add, DType: acc})
+	})
+	res := b.binary(tile.Div, s, b.full(1, 1, float64(total)), acc)
+	b.emit(tile.Store{Src: res, At: tile.Access{Param: b.param(n.Output, true), Base: tile.C(0), RowDims: []int{1}, RowStrides: []int{0},
+		ColDims: []int{1}, ColStrides: []int{0}, RowStart: tile.C(0), ColStart: tile.C(0), Rows: 1, Cols: 1, Mask: true}})
+	return nil
+}
+
+// ---- transpose, reshape, slice, concat: copies through a strided view ----
+
+func (b *kbuilder) lowerMovement(n *graph.Node, sc Schedule) error {
+	out := n.Output
+	oshape := out.Type.Shape
+	block := sc.BN
+	if n.Op == "concat" {
+		ax, _ := graph.NormAxis(int(n.IntAttr("axis")), out.Type.Rank())
+		ost := contiguous(oshape)
+		longest := 0
+		for _, in := range n.Inputs {
+			longest = max(longest, in.Type.NumElems())
+		}
+		pid := b.grid(ceilDiv(longest, block))[0]
+		po := b.param(out, true)
+		off := 0
+		for _, in := range n.Inputs {
+			ish := in.Type.Shape
+			t := b.load(flatTile(b.param(in, false), tile.C(0), ish, contiguous(ish), pid, block), 0)
+			b.emit(tile.Store{Src: t, At: flatTile(po, tile.C(off*ost[ax]), ish, ost, pid, block)})
+			off += ish[ax]
+		}
+		return nil
+	}
+	x := n.Inputs[0]
+	ist := contiguous(x.Type.Shape)
+	var strides []int
+	base := 0
+	switch n.Op {
+	case "transpose":
+		for _, p := range n.IntsAttr("perm") {
+			strides = append(strides, ist[p])
+		}
+	case "slice":
+		strides = ist
+		for i, s := range n.IntsAttr("starts") {
+			base += s * ist[i]
+		}
+	case "reshape":
+		strides = contiguous(oshape)
+	}
+	pid := b.grid(ceilDiv(out.Type.NumElems(), block))[0]
+	t := b.load(flatTile(b.param(x, false), tile.C(base), oshape, strides, pid, block), 0)
+	b.emit(tile.Store{Src: t, At: flatTile(b.param(out, true), tile.C(0), oshape, contiguous(oshape), pid, block)})
+	return nil
+}
