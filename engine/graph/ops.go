@@ -191,6 +191,9 @@ func NormAxis(axis, rank int) (int, error) {
 // ReduceAxes returns the node's reduced axes, normalized, sorted and unique.
 func ReduceAxes(n *Node, rank int) ([]int, error) {
 	raw := n.IntsAttr("axes")
+	if a, set := n.Attrs["axes"]; set && len(a.Ints) == 0 {
+		return nil, fmt.Errorf("axes is empty: omit it to reduce every axis")
+	}
 	if raw == nil {
 		out := make([]int, rank)
 		for i := range out {
@@ -368,6 +371,8 @@ func reshapeInfer(n *Node, in []Type) (Type, error) {
 			hole = i
 		case d < 1:
 			return Type{}, fmt.Errorf("reshape to %v: dims must be >= 1 (one may be -1)", want)
+		case d > MaxElements || prod > MaxElements/d:
+			return Type{}, fmt.Errorf("reshape to %v: more than %d elements", want, MaxElements)
 		default:
 			prod *= d
 		}

@@ -97,7 +97,8 @@ func InferNode(n *Node) (Type, error) {
 	if len(in) < d.MinArgs || (d.MaxArgs >= 0 && len(in) > d.MaxArgs) {
 		return Type{}, errs.New(errs.Input, "%s: %s takes %s inputs, got %d", nodeRef(n), n.Op, d.Arity(), len(in))
 	}
-	for name, a := range n.Attrs {
+	for _, name := range n.Attrs.Names() { // sorted, so the error reported is always the same
+		a := n.Attrs[name]
 		spec := d.attrSpec(name)
 		if spec == nil {
 			return Type{}, errs.New(errs.Input, "%s: %s has no attribute %q", nodeRef(n), n.Op, name)

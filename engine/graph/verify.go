@@ -97,10 +97,11 @@ func CheckType(t Type) error {
 		if d < 1 {
 			return errs.New(errs.Shape, "dim %d in %v: dims must be >= 1", d, t.Shape)
 		}
-		n *= d
-		if n > MaxElements {
+		// Compare before multiplying so a hostile dim cannot wrap the product around.
+		if d > MaxElements || n > MaxElements/d {
 			return errs.New(errs.Shape, "shape %v exceeds %d elements", t.Shape, MaxElements)
 		}
+		n *= d
 	}
 	return nil
 }
