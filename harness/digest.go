@@ -1,0 +1,40 @@
+package harness
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
+)
+
+// NilDigest stands for a missing tensor in a digest list, so that a missing output can never
+// collide with a real one.
+const NilDigest = "nil"
+
+// Digests returns the bitwise digest (tensor.Digest) of each tensor, in order.
+func Digests(ts []*tensor.Tensor) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		if t == nil {
+			out[i] = NilDigest
+			continue
+		}
+		out[i] = t.Digest()
+	}
+	return out
+}
+
+// CombinedDigest is the hex SHA-256 over the per-tensor digests in order: one string that is
+// equal for two runs exactly when every output is bitwise equal, in the same order.
+func CombinedDigest(ts []*tensor.Tensor) string { return combine(Digests(ts)) }
+
+func combine(digests []string) string {
+	h := sha256.New()
+	h.Write([]byte("tessera.digests.v1"))
+	for _, d := range digests {
+		// A separator keeps ["ab","c"] and ["a","bc"] apart.
+		h.Write([]byte{'|'})
+		h.Write([]byte(d))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
