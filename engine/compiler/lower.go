@@ -247,7 +247,9 @@ func (b *kbuilder) lowerElementwise(gr *group) error {
 		var r tile.Reg
 		switch n.Def().Kind {
 		case graph.KindCast:
-			r = b.round(operand(n.Inputs[0]), dt)
+			r = b.reg()
+			wrap := dt.IsInt() && (n.Inputs[0].Type.DType.IsInt() || n.Inputs[0].Type.DType == numerics.Bool)
+			b.emit(tile.Round{Dst: r, Src: operand(n.Inputs[0]), DType: dt, Wrap: wrap})
 		case graph.KindUnary:
 			op, err := unaryOp(n)
 			if err != nil {

@@ -61,7 +61,11 @@ func formatBody(b *strings.Builder, body []Instr, ind string) {
 		case Binary:
 			fmt.Fprintf(b, "%sr%d = %s.%s r%d, r%d\n", ind, x.Dst, x.Op, x.DType, x.A, x.B)
 		case Round:
-			fmt.Fprintf(b, "%sr%d = round.%s r%d\n", ind, x.Dst, x.DType, x.Src)
+			op := "round"
+			if x.Wrap {
+				op = "wrap"
+			}
+			fmt.Fprintf(b, "%sr%d = %s.%s r%d\n", ind, x.Dst, op, x.DType, x.Src)
 		case Reduce:
 			fmt.Fprintf(b, "%sr%d = reduce_%s.%s r%d (rows, left to right)\n", ind, x.Dst, x.Op, x.DType, x.Src)
 		case MMA:

@@ -145,10 +145,13 @@ type Binary struct {
 
 // Round sets Dst = numerics.Round(DType, Src): the cast semantics (RNE for floats with fp8
 // saturation, truncate-and-saturate to ints, x != 0 to bool). Fused kernels use it to give
-// every intermediate graph value its declared dtype.
+// every intermediate graph value its declared dtype. Wrap marks a cast whose source is an
+// integer: an integer DType then wraps (two's complement) instead of saturating, as the
+// cast op defines int -> int.
 type Round struct {
 	Dst, Src Reg
 	DType    numerics.DType
+	Wrap     bool
 }
 
 // ReduceOp names a reduction.

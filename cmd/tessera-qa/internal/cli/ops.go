@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+)
+
+// opJSON is one entry of `ops --json` (docs/cli.md).
+type opJSON struct {
+	Name    string     `json:"name"`
+	Kind    string     `json:"kind"`
+	Arity   string     `json:"arity"`
+	MinArgs int        `json:"min_args"`
+	MaxArgs int        `json:"max_args"` // -1: variadic
+	DTypes  []string   `json:"dtypes"`
+	Attrs   []attrJSON `json:"attrs"`
+	Doc     string     `json:"doc"`
+}
+
+type attrJSON struct {
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Required bool   `json:"required"`
+	Default  string `json:"default,omitempty"` // as the graph text format writes it
+	Doc      string `json:"doc,omitempty"`
+}
+
+var kindNames = map[graph.OpKind]string{
+	graph.KindUnary: "unary", graph.KindBinary: "binary", graph.KindCast: "cast",
+	graph.KindReduce: "reduce", graph.KindRowwise: "rowwise", graph.KindMatmul: "matmul",
+	graph.KindAttention: "attention", graph.KindMovement: "movement", graph.KindLoss: "loss",
+}
+
+func kindName(k graph.OpKind) string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind%d", k)
+}
+
+func newOpsCmd(e *env) *cobra.Command {
+	var jsonPath string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "ops",
+		Short: "List the op registry: name, kind, arity, dtypes, attributes",
+		Long: `List every op the graph format accepts, from the one op registry.
+
+Attributes print as name:kind=default; a trailing '?' marks an optional attribute with no
+default, a bare name:kind a required one. -v adds a column with each op's documentation.`,
+		Args: exactArgs(),
+		RunE: verb(func(cmd *cobra.Command, args []string) error {
+			ops := opsJSON()
+			w := tabwriter.NewWriter(e.human(jsonPath), 0, 0, 2, ' ', 0)
+			header := "OP\tKIND\tARITY\tDTYPES\tATTRIBUTES"
+			if verbose {
+				header += "\tDOC"
+			}
+			fmt.Fprintln(w, header)
+			for _, o := range ops {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s", o.Name, o.Kind, o.Arity, strings.Join(o.DTypes, ","), attrList(o.Attrs))
+				if verbose {
+					fmt.Fprintf(w, "\t%s", o.Doc)
+				}
+				fmt.Fprintln(w)
+			}
+			w.Flush()
+			return e.writeJSON(jsonPath, ops)
+		}),
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print each op's documentation line")
+	addJSONFlag(cmd, &jsonPath)
+	return cmd
+}
+
+func opsJSON() []opJSON {
+	var out []opJSON
+	for _, d := range graph.Ops() {
+		o := opJSON{Name: d.Name, Kind: kindName(d.Kind), Arity: d.Arity(), MinArgs: d.MinArgs, MaxArgs: d.MaxArgs,
+			Doc: d.Doc, DTypes: []string{}, Attrs: []attrJSON{}}
+		for _, dt := range d.DTypes {
+			o.DTypes = append(o.DTypes, dt.String())
+		}
+		for _, a := range d.Attrs {
+			aj := attrJSON{Name: a.Name, Kind: a.Kind.String(), Required: a.Default == nil && !a.Optional, Doc: a.Doc}
+			if a.Default != nil {
+				aj.Default = graph.FormatAttr(*a.Default)
+			}
+			o.Attrs = append(o.Attrs, aj)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func attrList(as []attrJSON) string {
+	if len(as) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(as))
+	for i, a := range as {
+		s := a.Name + ":" + a.Kind
+		switch {
+		case a.Default != "":
+			s += "=" + a.Default
+		case !a.Required:
+			s += "?"
+		}
+		parts[i] = s
+	}
+	return strings.Join(parts, " ")
+}

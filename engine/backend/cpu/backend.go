@@ -1,0 +1,111 @@
+// Package cpu is the CPU backend: an interpreter of Tile IR that follows the IR's documented
+// semantics literally (every result rounded to its instruction dtype, fixed accumulation
+// order), so a tiling bug shows up in CI without a GPU. Grid points run on a static partition
+// over goroutines; because grid points are independent, the bits do not depend on how many.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
+)
+
+func init() { backend.Register(&Backend{}) }
+
+// Backend runs programs on this machine's cores. The zero value is ready to use.
+type Backend struct {
+	// Workers is the number of goroutines that run grid points; 0 means GOMAXPROCS at each Run.
+	Workers int
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// Name is "cpu".
+func (*Backend) Name() string { return "cpu" }
+
+// Available is always nil: a CPU is always there.
+func (*Backend) Available() error { return nil }
+
+// Device describes the host, e.g. "cpu linux/amd64 x2 (GOMAXPROCS 2)".
+func (*Backend) Device() string {
+	return fmt.Sprintf("cpu %s/%s x%d (GOMAXPROCS %d)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+}
+
+// DeviceClass is "cpu/"+GOARCH: all arithmetic is written so that no platform contracts it into
+// fused multiply-adds, so one architecture gives one set of bits.
+func (*Backend) DeviceClass() string { return "cpu/" + runtime.GOARCH }
+
+func (b *Backend) workers() int {
+	if b.Workers > 0 {
+		return b.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// Run checks inputs against the program's graph, runs every kernel in order and returns a
+// fresh copy of each output buffer.
+func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	if p == nil || p.Graph == nil {
+		return nil, errs.New(errs.Input, "cpu: nil program or program without graph")
+	}
+	if err := graph.CheckInputs(p.Graph, inputs); err != nil {
+		return nil, err
+	}
+	if err := checkProgram(p); err != nil {
+		return nil, err
+	}
+	bufs := make([][]byte, len(p.Buffers))
+	for i, bf := range p.Buffers {
+		bufs[i] = make([]byte, bf.Type.NumElems()*bf.Type.DType.Size())
+	}
+	for i, v := range p.Graph.Inputs {
+		copy(bufs[p.Inputs[i]], inputs[v.Name].Data)
+	}
+	ws := newWorkers(b.workers())
+	defer releaseWorkers(ws)
+	for _, k := range p.Kernels {
+		if err := runKernel(k, p.Buffers, bufs, ws); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*tensor.Tensor, len(p.Outputs))
+	for i, bi := range p.Outputs {
+		t := p.Buffers[bi].Type
+		out[i] = &tensor.Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), Data: slices.Clone(bufs[bi])}
+	}
+	return out, nil
+}
+
+// checkProgram verifies what Run relies on beyond the kernels: buffer types and the mapping of
+// graph inputs and outputs to buffers.
+func checkProgram(p *compiler.Program) error {
+	for i, bf := range p.Buffers {
+		if !bf.Type.DType.Valid() || slices.ContainsFunc(bf.Type.Shape, func(d int) bool { return d < 0 }) {
+			return errs.New(errs.Internal, "cpu: program buffer %d (%s) has invalid type %s", i, bf.Name, bf.Type)
+		}
+	}
+	check := func(kind string, idx []int, vals []*graph.Value) error {
+		if len(idx) != len(vals) {
+			return errs.New(errs.Internal, "cpu: program maps %d %ss to buffers, graph %s has %d", len(idx), kind, p.Graph.Name, len(vals))
+		}
+		for i, bi := range idx {
+			if bi < 0 || bi >= len(p.Buffers) {
+				return errs.New(errs.Internal, "cpu: graph %s %s %%%s maps to buffer %d of %d", p.Graph.Name, kind, vals[i].Name, bi, len(p.Buffers))
+			}
+			if !p.Buffers[bi].Type.Equal(vals[i].Type) {
+				return errs.New(errs.Internal, "cpu: graph %s %s %%%s is %s but its buffer %d is %s", p.Graph.Name, kind, vals[i].Name, vals[i].Type, bi, p.Buffers[bi].Type)
+			}
+		}
+		return nil
+	}
+	if err := check("input", p.Inputs, p.Graph.Inputs); err != nil {
+		return err
+	}
+	return check("output", p.Outputs, p.Graph.Outputs)
+}

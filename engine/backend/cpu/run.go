@@ -1,0 +1,332 @@
+package cpu
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+)
+
+// step is one instruction ready to run: pc numbers instructions in pre-order from 1, as
+// tile.Verify does, so an error here and one from the verifier point at the same place.
+type step struct {
+	pc   int
+	in   tile.Instr
+	body []step
+	at   *access // Load and Store
+}
+
+// plan is a verified kernel bound to the program's buffers.
+type plan struct {
+	k      *tile.Kernel
+	shapes []tile.Shape
+	body   []step
+	params []paramBuf
+}
+
+// paramBuf is a kernel parameter's buffer viewed in the parameter's dtype.
+type paramBuf struct {
+	data []byte
+	n    int // elements
+}
+
+// worker owns everything one goroutine mutates: registers, index variables and scratch.
+type worker struct {
+	p    *plan
+	regs []treg
+	vars []int
+	pc   int
+	ld   loadScratch
+	mm   mmaScratch
+}
+
+// workerPool keeps workers, with their grown register storage, between runs.
+var workerPool = sync.Pool{New: func() any { return &worker{} }}
+
+func newWorkers(n int) []*worker {
+	ws := make([]*worker, max(n, 1))
+	for i := range ws {
+		ws[i] = workerPool.Get().(*worker)
+	}
+	return ws
+}
+
+func releaseWorkers(ws []*worker) {
+	for _, w := range ws {
+		w.p = nil // do not keep the program's buffers alive
+		workerPool.Put(w)
+	}
+}
+
+func internalf(k *tile.Kernel, pc int, format string, args ...any) error {
+	return errs.New(errs.Internal, "cpu: kernel %s instr %d: %s", k.Name, pc, fmt.Sprintf(format, args...))
+}
+
+// newPlan verifies k (structure, register shapes, parameters against buffers) so that running
+// it needs no further checks: anything that still goes wrong is a backend bug, caught by the
+// recover in runPoints.
+func newPlan(k *tile.Kernel, buffers []compiler.Buffer, bufs [][]byte) (*plan, error) {
+	if k == nil {
+		return nil, errs.New(errs.Internal, "cpu: nil kernel")
+	}
+	shapes, err := tile.Verify(k)
+	if err != nil {
+		return nil, errs.New(errs.Internal, "cpu: %v", err)
+	}
+	p := &plan{k: k, shapes: shapes}
+	for i, pr := range k.Params {
+		if pr.Buffer < 0 || pr.Buffer >= len(buffers) {
+			return nil, internalf(k, 0, "param %d (%s) names buffer %d of %d", i, pr.Name, pr.Buffer, len(buffers))
+		}
+		bt := buffers[pr.Buffer].Type
+		if bt.DType != pr.DType || bt.NumElems() != pr.Len {
+			return nil, internalf(k, 0, "param %d (%s) is %s x%d but buffer %d (%s) is %s", i, pr.Name, pr.DType, pr.Len, pr.Buffer, buffers[pr.Buffer].Name, bt)
+		}
+		p.params = append(p.params, paramBuf{data: bufs[pr.Buffer], n: pr.Len})
+	}
+	pc := 0
+	p.body, err = p.build(k.Body, &pc)
+	return p, err
+}
+
+func (p *plan) build(body []tile.Instr, pc *int) ([]step, error) {
+	out := make([]step, 0, len(body))
+	for _, in := range body {
+		*pc++
+		s := step{pc: *pc, in: in}
+		if err := p.check(in); err != nil {
+			return nil, internalf(p.k, s.pc, "%s: %v", instrName(in), err)
+		}
+		switch x := in.(type) {
+		case tile.Load:
+			s.at = newAccess(x.At, p.k.Params[x.At.Param])
+		case tile.Store:
+			s.at = newAccess(x.At, p.k.Params[x.At.Param])
+		case tile.For:
+			b, err := p.build(x.Body, pc)
+			if err != nil {
+				return nil, err
+			}
+			s.body = b
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// check covers what tile.Verify leaves to backends: op names, dtypes and variable indices.
+func (p *plan) check(in tile.Instr) error {
+	var exprs []tile.Expr
+	switch x := in.(type) {
+	case tile.Load:
+		exprs = []tile.Expr{x.At.Base, x.At.RowStart, x.At.ColStart}
+	case tile.Store:
+		exprs = []tile.Expr{x.At.Base, x.At.RowStart, x.At.ColStart}
+	case tile.Unary:
+		if !knownUnary[x.Op] {
+			return fmt.Errorf("unknown unary op %q", x.Op)
+		}
+	case tile.Binary:
+		if !knownBinary[x.Op] || !x.DType.Valid() {
+			return fmt.Errorf("unknown binary op %q or invalid dtype %s", x.Op, x.DType)
+		}
+	case tile.Reduce:
+		if (x.Op != tile.Sum && x.Op != tile.MaxRed) || !x.DType.Valid() {
+			return fmt.Errorf("unknown reduction %q or invalid dtype %s", x.Op, x.DType)
+		}
+	case tile.MMA:
+		if !x.AccDType.Valid() {
+			return fmt.Errorf("invalid accumulator dtype %s", x.AccDType)
+		}
+	case tile.OnlineSoftmax:
+		if !x.DType.Valid() {
+			return fmt.Errorf("invalid dtype %s", x.DType)
+		}
+		if x.M == x.L || x.P == x.Alpha || x.P == x.M || x.P == x.L || x.Alpha == x.M || x.Alpha == x.L {
+			return fmt.Errorf("state and output registers must differ (M r%d L r%d P r%d Alpha r%d)", x.M, x.L, x.P, x.Alpha)
+		}
+	case tile.MaskScores:
+		exprs = []tile.Expr{x.RowStart, x.ColStart}
+	case tile.MaskCols:
+		exprs = []tile.Expr{x.ColStart}
+	}
+	for _, e := range exprs {
+		for _, t := range e.Terms {
+			if t.Var < 0 || int(t.Var) >= p.k.NumVars {
+				return fmt.Errorf("expression %s uses v%d of %d vars", e, t.Var, p.k.NumVars)
+			}
+		}
+	}
+	return nil
+}
+
+func instrName(in tile.Instr) string {
+	return strings.ToLower(strings.TrimPrefix(fmt.Sprintf("%T", in), "tile."))
+}
+
+// runKernel runs every grid point of k. Worker w takes points w, w+W, w+2W, ...: a static
+// partition, and since grid points write disjoint elements the bits do not depend on W.
+func runKernel(k *tile.Kernel, buffers []compiler.Buffer, bufs [][]byte, ws []*worker) error {
+	p, err := newPlan(k, buffers, bufs)
+	if err != nil {
+		return err
+	}
+	return runPlan(p, ws)
+}
+
+func runPlan(p *plan, ws []*worker) error {
+	total := 1
+	for _, g := range p.k.Grid {
+		total *= g
+	}
+	nw := min(len(ws), total)
+	// firstFail is the lowest failing grid point so far: workers skip only points above it, so
+	// the error reported is always the one at the lowest failing point, whatever W is.
+	var firstFail atomic.Int64
+	firstFail.Store(int64(total))
+	errsAt := make([]error, nw)
+	var wg sync.WaitGroup
+	for w := range nw {
+		ws[w].bind(p)
+		if nw == 1 {
+			errsAt[w] = ws[w].runPoints(w, nw, total, &firstFail)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errsAt[w] = ws[w].runPoints(w, nw, total, &firstFail)
+		}()
+	}
+	wg.Wait()
+	if f := firstFail.Load(); f < int64(total) {
+		return errsAt[int(f)%nw]
+	}
+	return nil
+}
+
+// bind sizes the worker's registers for p, keeping storage from earlier kernels.
+func (w *worker) bind(p *plan) {
+	w.p = p
+	if cap(w.regs) < p.k.NumRegs {
+		w.regs = append(w.regs[:cap(w.regs)], make([]treg, p.k.NumRegs-cap(w.regs))...)
+	}
+	w.regs = w.regs[:p.k.NumRegs]
+	for i, s := range p.shapes {
+		w.regs[i].rows, w.regs[i].cols = s[0], s[1]
+		w.regs[i].has64, w.regs[i].has32 = false, false
+	}
+	if cap(w.vars) < p.k.NumVars {
+		w.vars = make([]int, p.k.NumVars)
+	}
+	w.vars = w.vars[:p.k.NumVars]
+}
+
+func (w *worker) runPoints(first, stride, total int, firstFail *atomic.Int64) (err error) {
+	g := first
+	defer func() {
+		if r := recover(); r != nil {
+			err = internalf(w.p.k, w.pc, "%s at grid point %v: backend panic: %v", instrName(w.instrAt(w.pc)), w.vars[:len(w.p.k.Grid)], r)
+			for {
+				cur := firstFail.Load()
+				if int64(g) >= cur || firstFail.CompareAndSwap(cur, int64(g)) {
+					break
+				}
+			}
+		}
+	}()
+	grid := w.p.k.Grid
+	for ; g < total; g += stride {
+		if int64(g) > firstFail.Load() {
+			return nil
+		}
+		gridPoint(grid, g, w.vars)
+		w.pc = 0
+		w.exec(w.p.body)
+	}
+	return nil
+}
+
+// groupRows is how many rows of the last two grid dims are visited together; see gridPoint.
+const groupRows = 8
+
+// gridPoint sets vars to the g-th grid point in visiting order. Dims before the last two are
+// row-major; the last two (for a matmul: row block, col block) are visited in groups of
+// groupRows row blocks, column by column, so consecutive points share B panels and a group's A
+// panels stay in cache. Any order gives the same bits; this one is just kinder to caches.
+func gridPoint(grid []int, g int, vars []int) {
+	n := len(grid)
+	if n < 2 {
+		vars[0] = g
+		return
+	}
+	rows, cols := grid[n-2], grid[n-1]
+	in := g % (rows * cols)
+	for d, rem := n-3, g/(rows*cols); d >= 0; d-- {
+		vars[d] = rem % grid[d]
+		rem /= grid[d]
+	}
+	first := in / (groupRows * cols) * groupRows
+	size := min(rows-first, groupRows)
+	r := in - first*cols
+	vars[n-2], vars[n-1] = first+r%size, r/size
+}
+
+// instrAt finds the instruction with pre-order number pc, for error messages.
+func (w *worker) instrAt(pc int) tile.Instr {
+	var find func([]step) tile.Instr
+	find = func(body []step) tile.Instr {
+		for i := range body {
+			if body[i].pc == pc {
+				return body[i].in
+			}
+			if in := find(body[i].body); in != nil {
+				return in
+			}
+		}
+		return nil
+	}
+	return find(w.p.body)
+}
+
+func (w *worker) exec(body []step) {
+	for i := range body {
+		s := &body[i]
+		w.pc = s.pc
+		switch in := s.in.(type) {
+		case tile.Full:
+			w.full(in)
+		case tile.Load:
+			w.load(s.at, in.Dst, in.Fill)
+		case tile.Store:
+			w.store(s.at, in.Src)
+		case tile.Unary:
+			w.unary(in)
+		case tile.Binary:
+			w.binary(in)
+		case tile.Round:
+			w.round(in)
+		case tile.Reduce:
+			w.reduce(in)
+		case tile.MMA:
+			w.mma(in)
+		case tile.OnlineSoftmax:
+			w.onlineSoftmax(in)
+		case tile.MaskScores:
+			w.maskScores(in)
+		case tile.MaskCols:
+			w.maskCols(in)
+		case tile.For:
+			for it := range in.Count {
+				w.vars[in.Var] = it
+				w.exec(s.body)
+			}
+		default:
+			panic(fmt.Sprintf("unknown instruction %T", in))
+		}
+	}
+}

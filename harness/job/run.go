@@ -1,0 +1,342 @@
+// Package job holds the logic of the tessera-qa verbs that do more than call one package:
+// the `run` main job (golden checks, in-process determinism, randomized smoke test, results,
+// JUnit and replay manifests), backend choice, and `exec`'s input and output handling.
+package job
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/harness"
+	"github.com/tessera-qa/tessera-qa/harness/junit"
+)
+
+// Suite names, in the order Run runs them.
+const (
+	SuiteGolden      = "golden"
+	SuiteDeterminism = "determinism"
+	SuiteSmoke       = "smoke"
+)
+
+// Suites lists every suite Run knows.
+var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke}
+
+// DefaultSmoke is the number of random smoke graphs a run draws by default.
+const DefaultSmoke = 200
+
+// Options configure Run. The zero value (plus a seed) runs every suite on the best backend.
+type Options struct {
+	// Backend names the backend; "" picks the best available (ChooseBackend).
+	Backend string
+	// Chosen, when set, is a choice already made (and printed) by the caller; Backend is
+	// then ignored.
+	Chosen *Choice
+	// Seed seeds the smoke generator.
+	Seed uint64
+	// Smoke is the number of random smoke graphs; negative means none.
+	Smoke int
+	// OutDir receives results.json, junit.xml and replay/ (created if needed).
+	OutDir string
+	// Suites selects suites by name; empty means all.
+	Suites []string
+	// Workers runs cases concurrently; 0 means GOMAXPROCS.
+	Workers int
+	// Progress, if set, hears about every case; its methods are never called concurrently.
+	Progress Progress
+}
+
+// Progress follows a run. Calls are serialized by Run.
+type Progress interface {
+	// SuiteStart is called before a suite's first case, with the number of cases.
+	SuiteStart(suite string, total int)
+	// CaseDone is called as each case finishes, in completion order.
+	CaseDone(suite string, r harness.Result)
+	// SuiteEnd is called after a suite's last case.
+	SuiteEnd(s SuiteSummary)
+}
+
+// SuiteSummary counts one suite's verdicts.
+type SuiteSummary struct {
+	Suite    string        `json:"suite"`
+	Passed   int           `json:"passed"`
+	Failed   int           `json:"failed"`
+	Errors   int           `json:"errors"`
+	Skipped  int           `json:"skipped"`
+	Duration time.Duration `json:"-"`
+	Seconds  float64       `json:"seconds"`
+}
+
+// OK reports whether the suite had no failure and no error.
+func (s SuiteSummary) OK() bool { return s.Failed == 0 && s.Errors == 0 }
+
+// Report is what a run did.
+type Report struct {
+	Backend     string           `json:"backend"`
+	Device      string           `json:"device"`
+	DeviceClass string           `json:"device_class"`
+	BackendWhy  string           `json:"backend_reason"`
+	Seed        uint64           `json:"seed,string"`
+	Smoke       int              `json:"smoke"`
+	Suites      []SuiteSummary   `json:"suites"`
+	ResultsPath string           `json:"results"`
+	JUnitPath   string           `json:"junit"`
+	ReplayDir   string           `json:"replay_dir"`
+	ReplayFiles []string         `json:"replay_files"`
+	Seconds     float64          `json:"seconds"`
+	Results     []harness.Result `json:"-"`
+}
+
+// OK reports whether every suite passed.
+func (r *Report) OK() bool {
+	for _, s := range r.Suites {
+		if !s.OK() {
+			return false
+		}
+	}
+	return true
+}
+
+// Failures returns the results that failed or errored, in run order.
+func (r *Report) Failures() []harness.Result {
+	var out []harness.Result
+	for _, x := range r.Results {
+		if x.Failed() {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Run chooses a backend, runs the selected suites, and writes results.json, junit.xml and a
+// replay manifest per failing case under opts.OutDir. The error is for runs that could not
+// happen (no usable backend, an unwritable output directory, an unknown suite); failing checks
+// are in the report.
+func Run(opts Options) (*Report, error) {
+	start := time.Now()
+	suites, err := selectSuites(opts.Suites)
+	if err != nil {
+		return nil, err
+	}
+	var choice Choice
+	if opts.Chosen != nil && opts.Chosen.Backend != nil {
+		choice = *opts.Chosen
+	} else if choice, err = ChooseBackend(opts.Backend); err != nil {
+		return nil, err
+	}
+	if opts.OutDir == "" {
+		opts.OutDir = "tessera-qa-out"
+	}
+	replayDir := filepath.Join(opts.OutDir, "replay")
+	if err := prepareOutDir(opts.OutDir, replayDir); err != nil {
+		return nil, err
+	}
+	b := choice.Backend
+	rep := &Report{
+		Backend: b.Name(), Device: b.Device(), DeviceClass: b.DeviceClass(), BackendWhy: choice.Reason,
+		Seed: opts.Seed, Smoke: max(opts.Smoke, 0), ReplayDir: replayDir, ReplayFiles: []string{},
+		ResultsPath: filepath.Join(opts.OutDir, "results.json"), JUnitPath: filepath.Join(opts.OutDir, "junit.xml"),
+	}
+	r := &runner{opts: opts, b: b, harness: harness.Runner{Backend: b, ArtifactsDir: replayDir}}
+	if r.opts.Workers <= 0 {
+		r.opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	for _, s := range suites {
+		tasks, err := r.tasks(s)
+		if err != nil {
+			return nil, err
+		}
+		sum, results := r.runSuite(s, tasks)
+		rep.Suites = append(rep.Suites, sum)
+		rep.Results = append(rep.Results, results...)
+	}
+	for _, x := range rep.Results {
+		if x.Replay != "" {
+			rep.ReplayFiles = append(rep.ReplayFiles, x.Replay)
+		}
+	}
+	if err := harness.WriteResults(rep.ResultsPath, rep.Results); err != nil {
+		return nil, err
+	}
+	if err := writeJUnit(rep.JUnitPath, rep.Results); err != nil {
+		return nil, err
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+func selectSuites(names []string) ([]string, error) {
+	if len(names) == 0 {
+		return Suites, nil
+	}
+	var out []string
+	for _, s := range Suites {
+		for _, n := range names {
+			if n == s {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	for _, n := range names {
+		known := false
+		for _, s := range Suites {
+			known = known || n == s
+		}
+		if !known {
+			return nil, errs.New(errs.Input, "unknown suite %q (have %v)", n, Suites)
+		}
+	}
+	return out, nil
+}
+
+// prepareOutDir creates the output folders and removes replay manifests left by an earlier
+// run, so every manifest in replay/ belongs to this run's failures.
+func prepareOutDir(out, replay string) error {
+	if err := os.MkdirAll(replay, 0o755); err != nil {
+		return errs.New(errs.Input, "output directory %s: %v", out, err)
+	}
+	old, _ := filepath.Glob(filepath.Join(replay, "*.replay.json"))
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return errs.New(errs.Input, "remove stale manifest %s: %v", f, err)
+		}
+	}
+	return nil
+}
+
+func writeJUnit(path string, results []harness.Result) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return errs.New(errs.Input, "write %s: %v", path, err)
+	}
+	werr := junit.Write(f, "tessera-qa", results)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(f.Name(), 0o644)
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return errs.New(errs.Input, "write %s: %v", path, werr)
+	}
+	return nil
+}
+
+// task produces one result; it runs on a worker goroutine.
+type task func() harness.Result
+
+type runner struct {
+	opts    Options
+	b       backend.Backend
+	harness harness.Runner
+	mu      sync.Mutex // serializes Progress calls
+}
+
+func (r *runner) tasks(suite string) ([]task, error) {
+	switch suite {
+	case SuiteGolden:
+		return r.goldenTasks()
+	case SuiteDeterminism:
+		return r.determinismTasks()
+	case SuiteSmoke:
+		return r.smokeTasks(), nil
+	}
+	return nil, errs.New(errs.Internal, "no tasks for suite %q", suite)
+}
+
+// runSuite runs tasks on the worker pool and returns the results in task order, so that
+// results.json does not depend on scheduling.
+func (r *runner) runSuite(suite string, tasks []task) (SuiteSummary, []harness.Result) {
+	start := time.Now()
+	r.progress(func(p Progress) { p.SuiteStart(suite, len(tasks)) })
+	results := make([]harness.Result, len(tasks))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(r.opts.Workers, max(len(tasks), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				res := safely(suite, i, tasks[i])
+				results[i] = res
+				r.progress(func(p Progress) { p.CaseDone(suite, res) })
+			}
+		}()
+	}
+	for i := range tasks {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	sum := SuiteSummary{Suite: suite}
+	for _, x := range results {
+		switch x.Verdict {
+		case harness.VerdictPass:
+			sum.Passed++
+		case harness.VerdictSkip:
+			sum.Skipped++
+		case harness.VerdictError:
+			sum.Errors++
+		default:
+			sum.Failed++
+		}
+	}
+	sum.Duration = time.Since(start)
+	sum.Seconds = sum.Duration.Seconds()
+	r.progress(func(p Progress) { p.SuiteEnd(sum) })
+	return sum, results
+}
+
+func (r *runner) progress(f func(Progress)) {
+	if r.opts.Progress == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(r.opts.Progress)
+}
+
+// safely runs t, turning a panic on the worker goroutine (which the CLI's top-level recover
+// cannot see) into an errored result.
+func safely(suite string, i int, t task) (res harness.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = harness.Result{Schema: harness.ResultSchema, Suite: suite, Case: fmt.Sprintf("#%d", i),
+				Verdict: harness.VerdictError, ErrorCode: string(errs.Internal),
+				Reason: fmt.Sprintf("E_INTERNAL: panic in %s case %d: %v", suite, i, p), Outputs: []harness.OutputResult{}}
+		}
+	}()
+	return t()
+}
+
+// errored is the result of a case that could not even be set up.
+func (r *runner) errored(suite, name string, err error) harness.Result {
+	return harness.Result{Schema: harness.ResultSchema, Suite: suite, Case: name, Backend: r.b.Name(),
+		Device: r.b.Device(), DeviceClass: r.b.DeviceClass(), Verdict: harness.VerdictError,
+		ErrorCode: string(errs.CodeOf(err)), Reason: err.Error(), Outputs: []harness.OutputResult{},
+		Env: harness.CaptureEnv(r.b)}
+}
+
+func (r *runner) smokeTasks() []task {
+	var ts []task
+	for i := range max(r.opts.Smoke, 0) {
+		ts = append(ts, func() harness.Result {
+			c, err := SmokeCase(r.opts.Seed, i)
+			if err != nil {
+				return r.errored(SuiteSmoke, fmt.Sprintf("%03d", i), errs.Wrap(errs.Internal, err, "smoke generator (seed %d)", r.opts.Seed))
+			}
+			return r.harness.Run(c)
+		})
+	}
+	return ts
+}
