@@ -23,7 +23,9 @@ type Builder struct {
 }
 
 // NewBuilder starts an empty graph.
-func NewBuilder(name string) *Builder { return &Builder{g: &Graph{Name: name}, names: map[string]bool{}} }
+func NewBuilder(name string) *Builder {
+	return &Builder{g: &Graph{Name: name}, names: map[string]bool{}}
+}
 
 // Input declares a graph input.
 func (b *Builder) Input(name string, dt numerics.DType, shape ...int) *Value {

@@ -16,9 +16,9 @@ type Type struct {
 	Shape []int
 }
 
-func (t Type) String() string   { return tensor.TypeString(t.DType, t.Shape) }
-func (t Type) Rank() int        { return len(t.Shape) }
-func (t Type) NumElems() int    { return tensor.NumElems(t.Shape) }
+func (t Type) String() string    { return tensor.TypeString(t.DType, t.Shape) }
+func (t Type) Rank() int         { return len(t.Shape) }
+func (t Type) NumElems() int     { return tensor.NumElems(t.Shape) }
 func (t Type) Equal(u Type) bool { return t.DType == u.DType && slices.Equal(t.Shape, u.Shape) }
 
 // Value is an SSA value: a graph input or the output of one node. Names are unique per graph.

@@ -145,7 +145,9 @@ func validDType(d numerics.DType) error {
 	return nil
 }
 
-func same(_ *Node, in []Type) (Type, error) { return Type{DType: in[0].DType, Shape: slices.Clone(in[0].Shape)}, nil }
+func same(_ *Node, in []Type) (Type, error) {
+	return Type{DType: in[0].DType, Shape: slices.Clone(in[0].Shape)}, nil
+}
 
 // Broadcast returns the numpy broadcast of two shapes.
 func Broadcast(a, b []int) ([]int, error) {
