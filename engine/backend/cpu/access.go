@@ -106,40 +106,35 @@ func (w *worker) load(at *access, dst tile.Reg, fill float64) {
 	pb := w.p.params[a.Param]
 	t := &w.regs[dst]
 	if at.load32 && exact32(fill) {
-		out, f := t.out32(), float32(fill)
-		for r := range a.Rows {
-			row := out[r*a.Cols : (r+1)*a.Cols]
-			i := rs + r
-			if !all || (a.Mask && i >= at.rowN) {
-				for c := range row {
-					row[c] = f
-				}
-				if a.Mask && i >= at.rowN {
-					continue
-				}
-			}
-			ro := base + unravel(i, a.RowDims, a.RowStrides)
-			for _, cr := range runs {
-				decode32(at.dt, pb.data, pb.n, ro+cr.off0, cr.stride, row[cr.c0:cr.c0+cr.n])
-			}
-		}
+		loadRows(at, t.out32(), float32(fill), base, rs, runs, all, func(start, stride int, dst []float32) {
+			decode32(at.dt, pb.data, pb.n, start, stride, dst)
+		})
 		return
 	}
-	out := t.out64()
+	loadRows(at, t.out64(), fill, base, rs, runs, all, func(start, stride int, dst []float64) {
+		decode64(at.dt, pb.data, pb.n, start, stride, dst)
+	})
+}
+
+// loadRows fills a register row by row: masked rows and columns get fill, each column run is
+// decoded from the buffer.
+func loadRows[T float32 | float64](at *access, out []T, fill T, base, rs int, runs []colRun, all bool, decode func(start, stride int, dst []T)) {
+	a := &at.a
 	for r := range a.Rows {
 		row := out[r*a.Cols : (r+1)*a.Cols]
 		i := rs + r
-		if !all || (a.Mask && i >= at.rowN) {
+		masked := a.Mask && i >= at.rowN
+		if masked || !all {
 			for c := range row {
 				row[c] = fill
 			}
-			if a.Mask && i >= at.rowN {
+			if masked {
 				continue
 			}
 		}
 		ro := base + unravel(i, a.RowDims, a.RowStrides)
 		for _, cr := range runs {
-			decode64(at.dt, pb.data, pb.n, ro+cr.off0, cr.stride, row[cr.c0:cr.c0+cr.n])
+			decode(ro+cr.off0, cr.stride, row[cr.c0:cr.c0+cr.n])
 		}
 	}
 }

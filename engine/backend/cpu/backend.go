@@ -37,9 +37,10 @@ func (*Backend) Device() string {
 	return fmt.Sprintf("cpu %s/%s x%d (GOMAXPROCS %d)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 }
 
-// DeviceClass is "cpu/"+GOARCH: all arithmetic is written so that no platform contracts it into
-// fused multiply-adds, so one architecture gives one set of bits.
-func (*Backend) DeviceClass() string { return "cpu/" + runtime.GOARCH }
+// DeviceClass is "cpu/"+GOARCH plus what else changes bits on that architecture (see
+// deviceClass). The backend's own arithmetic is written so that no platform contracts it into
+// fused multiply-adds.
+func (*Backend) DeviceClass() string { return deviceClass() }
 
 func (b *Backend) workers() int {
 	if b.Workers > 0 {

@@ -1,8 +1,11 @@
+//go:build !purego
+
 package cpu
 
 // The SSE kernels use MULPS/ADDPS (MULPD/ADDPD): separate IEEE multiply and add per lane, never
 // FMA, so each lane computes what kern4x8F32Go computes for its element. SSE2 is part of the
-// amd64 baseline, so no feature check is needed.
+// amd64 baseline, so no feature check is needed. Build with -tags purego to use the portable
+// kernels instead.
 
 //go:noescape
 func mma4x8F32(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)

@@ -1,3 +1,5 @@
+//go:build !purego
+
 // SSE micro-kernels of the CPU backend (see kernels_amd64.go): per lane, acc = acc + round(a*b)
 // with k increasing, exactly what kern4x8F32Go and kern4x4F64Go compute.
 
