@@ -67,8 +67,17 @@ Errors are one line on stderr: "tessera-qa: E_CODE: what, where".`,
 		newDevicesCmd(e),
 		newVersionCmd(e),
 	)
+	for _, v := range registered {
+		root.AddCommand(v(e))
+	}
 	return root
 }
+
+// registered holds verbs that add themselves from their own file's init (registerVerb), so
+// a new verb touches one file.
+var registered []func(*env) *cobra.Command
+
+func registerVerb(v func(*env) *cobra.Command) { registered = append(registered, v) }
 
 func verbNames(root *cobra.Command) []string {
 	var out []string
