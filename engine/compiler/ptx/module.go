@@ -1,0 +1,44 @@
+// Package ptx is Tessera's Target IR: it turns Tile IR kernels into PTX text that the CUDA
+// backend loads with the driver (cuModuleLoadData / cuLink*), for NVIDIA GPUs of compute
+// capability 9.0 (H100/H200) and up.
+package ptx
+
+// Target selects the instruction set a module is generated for.
+type Target struct {
+	SM         int    // compute capability x10: 90 for sm_90
+	ArchSuffix string // "" or "a" (sm_90a: wgmma, setmaxnreg)
+	PTXVersion string // ".version" line, e.g. "8.0"
+}
+
+// H100 is the default target: sm_90 with PTX ISA 8.0 (CUDA 12.0+ drivers accept it).
+var H100 = Target{SM: 90, PTXVersion: "8.0"}
+
+// Arch is the .target string, e.g. "sm_90" or "sm_90a".
+func (t Target) Arch() string { return "sm_" + itoa(t.SM) + t.ArchSuffix }
+
+// Module is one Tile IR kernel compiled to PTX, with everything a launcher needs.
+//
+// Launch contract: grid = (Grid[0], Grid[1], Grid[2]) CTAs of Threads threads each (1-D
+// blocks), SharedBytes of dynamic shared memory (the launcher raises
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when it exceeds 48 KiB), and one .u64 global
+// pointer parameter per tile.Param of the kernel, in Kernel.Params order. Tile IR grid dims
+// beyond three are folded into Grid[2] by the generator (it decodes them from ctaid.z).
+type Module struct {
+	PTX         string
+	Entry       string // the .entry name to look up with cuModuleGetFunction
+	Grid        [3]int
+	Threads     int
+	SharedBytes int
+	Path        string // "simt" or "mma.sync" or "wgmma": which code path produced it
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}
