@@ -3,11 +3,17 @@
 // capability 9.0 (H100/H200) and up.
 package ptx
 
+import "strconv"
+
 // Target selects the instruction set a module is generated for.
 type Target struct {
 	SM         int    // compute capability x10: 90 for sm_90
 	ArchSuffix string // "" or "a" (sm_90a: wgmma, setmaxnreg)
 	PTXVersion string // ".version" line, e.g. "8.0"
+	// SIMTOnly keeps every instruction on the SIMT path, whose results are bit-identical to
+	// the CPU backend's; otherwise MMAs on f16/bf16 tiles use tensor cores (mma.sync), which
+	// add each group of 16 products in the hardware's own order (docs/ptx.md).
+	SIMTOnly bool
 }
 
 // H100 is the default target: sm_90 with PTX ISA 8.0 (CUDA 12.0+ drivers accept it).
@@ -21,24 +27,16 @@ func (t Target) Arch() string { return "sm_" + itoa(t.SM) + t.ArchSuffix }
 // Launch contract: grid = (Grid[0], Grid[1], Grid[2]) CTAs of Threads threads each (1-D
 // blocks), SharedBytes of dynamic shared memory (the launcher raises
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when it exceeds 48 KiB), and one .u64 global
-// pointer parameter per tile.Param of the kernel, in Kernel.Params order. Tile IR grid dims
-// beyond three are folded into Grid[2] by the generator (it decodes them from ctaid.z).
+// pointer parameter per tile.Param of the kernel, in Kernel.Params order. How Tile IR grid
+// points map to CTAs is the generator's business: the SIMT and mma.sync paths launch a linear
+// grid (prod(Kernel.Grid), 1, 1) and unfold %ctaid.x into the grid vars themselves.
 type Module struct {
 	PTX         string
 	Entry       string // the .entry name to look up with cuModuleGetFunction
 	Grid        [3]int
 	Threads     int
 	SharedBytes int
-	Path        string // "simt" or "mma.sync" or "wgmma": which code path produced it
+	Path        string // "simt", "mma.sync" (some MMA on tensor cores) or "wgmma": which code path produced it
 }
 
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; n > 0; n /= 10 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-	}
-	return string(b)
-}
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 )
 
@@ -39,6 +40,7 @@ var dumpViews = map[string]string{"graph": "dce", "groups": "fuse-elementwise", 
 func newCompileCmd(e *env) *cobra.Command {
 	var jsonPath string
 	var dump []string
+	var target string
 	cmd := &cobra.Command{
 		Use:   "compile GRAPH",
 		Short: "Compile a graph text file and print its schedules, or dump the IR after any pass",
@@ -51,15 +53,21 @@ and the schedule hash.
   schedule   the Schedule IR (pass schedule)
   tile       the Tile IR (pass verify-tile)
   all        after every pass
-  PASS, after:PASS   after the named pass; passes: ` + strings.Join(compiler.PassNames(), ", "),
+  PASS, after:PASS   after the named pass; passes: ` + strings.Join(compiler.PassNames(), ", ") + `
+
+--target ptx prints every kernel's PTX (sm_90, docs/ptx.md) instead of the schedules.`,
 		Example: `  tessera-qa compile docs/examples/mlp.tg
   tessera-qa compile --dump=graph,schedule,tile docs/examples/mlp.tg
-  tessera-qa compile --dump=after:canonicalize docs/examples/mlp.tg`,
+  tessera-qa compile --dump=after:canonicalize docs/examples/mlp.tg
+  tessera-qa compile --target ptx docs/examples/mlp.tg`,
 		Args: exactArgs("GRAPH"),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			after, err := dumpPasses(dump)
 			if err != nil {
 				return usage(cmd, "%v", err)
+			}
+			if target != "tile" && target != "ptx" {
+				return usage(cmd, "--target %q: want tile or ptx", target)
 			}
 			g, err := graph.ParseFile(args[0])
 			if err != nil {
@@ -74,13 +82,21 @@ and the schedule hash.
 			if err != nil {
 				return err
 			}
-			if len(after) == 0 {
+			switch {
+			case target == "ptx":
+				text, err := ptx.Text(p, ptx.H100)
+				if err != nil {
+					return err
+				}
+				io.WriteString(out, text)
+			case len(after) == 0:
 				io.WriteString(out, compiler.FormatSchedules(p.Schedules))
 			}
 			fmt.Fprintf(out, "schedule-hash %s (%d kernels)\n", p.ScheduleHash, len(p.Kernels))
 			return e.writeJSON(jsonPath, compileReport(g, p))
 		}),
 	}
+	cmd.Flags().StringVar(&target, "target", "tile", "what to print: tile (schedules, or the --dump views) or ptx (every kernel's PTX for sm_90)")
 	cmd.Flags().StringSliceVar(&dump, "dump", nil, "print the IR after passes: graph, groups, schedule, tile, all, or a pass name (comma-separated)")
 	addJSONFlag(cmd, &jsonPath)
 	return cmd

@@ -1,0 +1,318 @@
+package ptx
+
+import (
+	"fmt"
+
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+// Index arithmetic runs in .s32 (division by a dim is much cheaper than in .s64) and element
+// offsets in .s64. checkLimits proves every index and expression fits, or refuses the kernel.
+const maxIndex = 1<<31 - 1
+
+func (g *gen) checkLimits() error {
+	if gridTotal(g.k.Grid) > maxIndex {
+		return g.unsupported("grid %v has more than 2^31-1 points", g.k.Grid)
+	}
+	for i, p := range g.k.Params {
+		if p.Len > maxIndex {
+			return g.unsupported("param p%d (%%%s) has %d elements, over 2^31-1", i, p.Name, p.Len)
+		}
+	}
+	varMax := make([]int, g.k.NumVars)
+	for i, d := range g.k.Grid {
+		varMax[i] = d - 1
+	}
+	var err error
+	check := func(e tile.Expr, what string) {
+		bound := abs(e.Const)
+		for _, t := range e.Terms {
+			if int(t.Var) >= len(varMax) {
+				continue
+			}
+			bound += abs(t.Coef) * varMax[t.Var]
+		}
+		if bound > maxIndex/2 && err == nil {
+			err = g.unsupported("%s %s may reach %d, beyond .s32 index arithmetic", what, e, bound)
+		}
+	}
+	dims := func(ds, ss []int, extra int, what string) {
+		n := 1
+		for i, d := range ds {
+			n *= d
+			if abs(ss[i]) > maxIndex/2 && err == nil {
+				err = g.unsupported("%s stride %d beyond .s32", what, ss[i])
+			}
+		}
+		if n+extra > maxIndex/2 && err == nil {
+			err = g.unsupported("%s index space %v beyond .s32", what, ds)
+		}
+	}
+	g.pc = 0
+	var visit func([]tile.Instr)
+	visit = func(body []tile.Instr) {
+		for _, in := range body {
+			g.pc++
+			var a *tile.Access
+			switch x := in.(type) {
+			case tile.Load:
+				a = &x.At
+			case tile.Store:
+				a = &x.At
+			case tile.MaskScores:
+				check(x.RowStart, "mask row start")
+				check(x.ColStart, "mask col start")
+			case tile.MaskCols:
+				check(x.ColStart, "mask col start")
+			case tile.For:
+				varMax[x.Var] = x.Count - 1
+				visit(x.Body)
+			}
+			if a != nil {
+				check(a.Base, "access base")
+				check(a.RowStart, "access row start")
+				check(a.ColStart, "access col start")
+				dims(a.RowDims, a.RowStrides, a.Rows, "access rows")
+				dims(a.ColDims, a.ColStrides, a.Cols, "access cols")
+			}
+		}
+	}
+	visit(g.k.Body)
+	g.pc = 0
+	return err
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func prod(ds []int) int {
+	n := 1
+	for _, d := range ds {
+		n *= d
+	}
+	return n
+}
+
+// unravel is the CPU backend's unravel: row-major over dims, dotted with strides; an index
+// past the end keeps counting in the outermost dim. Returns an .s64 offset.
+func (g *gen) unravel(i string, dims, strides []int) string {
+	e := g.e
+	acc := e.reg("rd")
+	e.op("mov.u64", acc, "0")
+	for k := len(dims) - 1; k > 0; k-- {
+		if dims[k] == 1 {
+			continue
+		}
+		rem, q := e.reg("r"), e.reg("r")
+		e.op("rem.s32", rem, i, itoa(dims[k]))
+		e.op("div.s32", q, i, itoa(dims[k]))
+		next := e.reg("rd")
+		e.op("mad.wide.s32", next, rem, itoa(strides[k]), acc)
+		acc, i = next, q
+	}
+	d := e.reg("rd")
+	e.op("mad.wide.s32", d, i, itoa(strides[0]), acc)
+	return d
+}
+
+// elementAt works out, for element idx of an access, its buffer offset, whether the mask
+// drops it ("" when the access has no mask) and whether it lies inside the allocation.
+func (g *gen) elementAt(a tile.Access, base, rs, cs, idx string) (off, masked, inside string) {
+	e := g.e
+	r, c := g.rowCol(idx, a.Cols)
+	i, j := e.reg("r"), e.reg("r")
+	e.op("add.s32", i, rs, r)
+	e.op("add.s32", j, cs, c)
+	if a.Mask {
+		p1, p2 := e.reg("p"), e.reg("p")
+		e.op("setp.ge.s32", p1, i, itoa(prod(a.RowDims)))
+		e.op("setp.ge.s32", p2, j, itoa(prod(a.ColDims)))
+		masked = e.reg("p")
+		e.op("or.pred", masked, p1, p2)
+	}
+	ro := g.unravel(i, a.RowDims, a.RowStrides)
+	co := g.unravel(j, a.ColDims, a.ColStrides)
+	b := e.reg("rd")
+	e.op("cvt.s64.s32", b, base)
+	s := e.reg("rd")
+	e.op("add.s64", s, b, ro)
+	off = e.reg("rd")
+	e.op("add.s64", off, s, co)
+	// One unsigned compare: a negative offset is huge.
+	inside = e.reg("p")
+	e.op("setp.lt.u64", inside, off, itoa(g.k.Params[a.Param].Len))
+	return off, masked, inside
+}
+
+// accessPred is the predicate under which the element is really read or written.
+func (g *gen) accessPred(masked, inside string) string {
+	if masked == "" {
+		return inside
+	}
+	nm := g.e.reg("p")
+	g.e.op("not.pred", nm, masked)
+	ok := g.e.reg("p")
+	g.e.op("and.pred", ok, nm, inside)
+	return ok
+}
+
+func (g *gen) globalAddr(param int, off string) string {
+	a := g.e.reg("rd")
+	g.e.op("mad.lo.s64", a, off, itoa(g.k.Params[param].DType.Size()), g.params[param])
+	return a
+}
+
+func (g *gen) accessExprs(a tile.Access) (base, rs, cs string) {
+	return g.expr(a.Base), g.expr(a.RowStart), g.expr(a.ColStart)
+}
+
+// load reads a tile: masked-off elements get Fill, elements outside the allocation NaN (as the
+// CPU backend reads them), the rest are decoded exactly from the parameter's dtype.
+func (g *gen) load(x tile.Load) {
+	a := x.At
+	dt := g.k.Params[a.Param].DType
+	base, rs, cs := g.accessExprs(a)
+	narrow := !g.lay.wide[x.Dst]
+	g.forEach(a.Rows*a.Cols, func(idx string) {
+		off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+		ok := g.accessPred(masked, inside)
+		v := g.decode(dt, g.globalAddr(a.Param, off), ok)
+		if narrow {
+			v = val{g.f32of(v), true}
+		}
+		v = g.sel(inside, v, g.constVal(nanF64, narrow))
+		if masked != "" {
+			v = g.sel(masked, g.constVal(x.Fill, narrow), v)
+		}
+		g.write(x.Dst, idx, v)
+	})
+}
+
+// decode loads one element under predicate ok (the register holds 0 otherwise) and converts
+// it exactly to an f32 (dtypes exact in f32) or an f64.
+func (g *gen) decode(dt numerics.DType, addr, ok string) val {
+	e := g.e
+	at := "[" + addr + "]"
+	switch dt {
+	case numerics.F64:
+		d := e.reg("fd")
+		e.op("mov.f64", d, f64lit(0))
+		e.opIf(ok, "ld.global.f64", d, at)
+		return val{d, false}
+	case numerics.F32:
+		d := e.reg("f")
+		e.op("mov.f32", d, f32lit(0))
+		e.opIf(ok, "ld.global.f32", d, at)
+		return val{d, true}
+	case numerics.I32:
+		r := e.reg("r")
+		e.op("mov.u32", r, "0")
+		e.opIf(ok, "ld.global.s32", r, at)
+		d := e.reg("fd")
+		e.op("cvt.rn.f64.s32", d, r)
+		return val{d, false}
+	}
+	h := e.reg("h")
+	e.op("mov.b16", h, "0")
+	switch dt {
+	case numerics.F16, numerics.BF16:
+		e.opIf(ok, "ld.global.b16", h, at)
+		return g.halfToF32(dt, h)
+	case numerics.I8:
+		e.opIf(ok, "ld.global.s8", h, at)
+		r := e.reg("r")
+		e.op("cvt.s32.s16", r, h)
+		f := e.reg("f")
+		e.op("cvt.rn.f32.s32", f, r)
+		return val{f, true}
+	case numerics.Bool:
+		e.opIf(ok, "ld.global.u8", h, at)
+		r := e.reg("r")
+		e.op("cvt.u32.u16", r, h)
+		p := e.reg("p")
+		e.op("setp.ne.u32", p, r, "0")
+		f := e.reg("f")
+		e.op("selp.f32", f, f32lit(1), f32lit(0), p)
+		return val{f, true}
+	case numerics.F8E4M3, numerics.F8E5M2:
+		e.opIf(ok, "ld.global.u8", h, at)
+		b := e.reg("rd")
+		e.op("cvt.u64.u16", b, h)
+		return val{decodeNarrow(ptxArith{e}, narrowOf[dt], b), false}
+	}
+	panic(fmt.Sprintf("decode: dtype %s", dt))
+}
+
+// store writes a tile, encoding exactly as numerics.Encode: nearest even, fp8 saturating,
+// NaN canonical, ints truncated and saturated, bool x != 0. Masked-off elements and elements
+// outside the allocation are not written.
+func (g *gen) store(x tile.Store) {
+	a := x.At
+	dt := g.k.Params[a.Param].DType
+	base, rs, cs := g.accessExprs(a)
+	g.forEach(a.Rows*a.Cols, func(idx string) {
+		off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+		ok := g.accessPred(masked, inside)
+		g.encode(dt, g.read(x.Src, idx), g.globalAddr(a.Param, off), ok)
+	})
+}
+
+func (g *gen) encode(dt numerics.DType, v val, addr, ok string) {
+	e := g.e
+	at := "[" + addr + "]"
+	switch dt {
+	case numerics.F64:
+		e.opIf(ok, "st.global.f64", at, g.f64of(v))
+	case numerics.F32:
+		f := g.f32of(v)
+		p := e.reg("p")
+		e.op("setp.nan.f32", p, f, f)
+		b := e.reg("r")
+		e.op("mov.b32", b, f)
+		c := e.reg("r")
+		e.op("selp.b32", c, "0x7FC00000", b, p)
+		e.opIf(ok, "st.global.b32", at, c)
+	case numerics.F16, numerics.BF16:
+		h := g.halfBits(dt, v)
+		p := e.reg("p")
+		if v.narrow {
+			e.op("setp.nan.f32", p, v.reg, v.reg)
+		} else {
+			e.op("setp.nan.f64", p, v.reg, v.reg)
+		}
+		canon := e.reg("h")
+		e.op("mov.b16", canon, fmt.Sprintf("0x%04X", narrowOf[dt].nan))
+		c := e.reg("h")
+		e.op("selp.b16", c, canon, h, p)
+		e.opIf(ok, "st.global.b16", at, c)
+	case numerics.F8E4M3, numerics.F8E5M2:
+		h := e.reg("h")
+		e.op("cvt.u16.u64", h, encodeNarrow(ptxArith{e}, narrowOf[dt], g.f64of(v)))
+		e.opIf(ok, "st.global.u8", at, h)
+	case numerics.I8, numerics.I32:
+		s := g.truncSat(dt, v)
+		r := e.reg("r")
+		e.op("cvt.u32.u64", r, s)
+		if dt == numerics.I32 {
+			e.opIf(ok, "st.global.s32", at, r)
+			return
+		}
+		h := e.reg("h")
+		e.op("cvt.u16.u32", h, r)
+		e.opIf(ok, "st.global.u8", at, h)
+	case numerics.Bool:
+		b := g.boolVal(v)
+		p := e.reg("p")
+		e.op("setp.neu.f32", p, b.reg, f32lit(0))
+		h := e.reg("h")
+		e.op("selp.b16", h, "1", "0", p)
+		e.opIf(ok, "st.global.u8", at, h)
+	default:
+		panic(fmt.Sprintf("encode: dtype %s", dt))
+	}
+}
