@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, after ci/gpu/build.sh on a dev machine:
+# the GPU-labelled specs of every suite (Ginkgo JSON reports under $OUT or ./gpu-out), the CUDA
+# backend's GPU tests, and `tessera-qa devices`. Prints a tally line last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+bin=.dev/gpu
+# build.sh leaves a tarball (what travels to the GPU machine); unpack it once.
+if [ ! -d "$bin" ] && [ -f .dev/gpu.tgz ]; then tar -C .dev -xzf .dev/gpu.tgz; fi
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+fail=0
+"$bin/tessera-qa" devices | tee "$out/devices.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/devices.txt"
+for t in "$bin"/*.test; do
+  name=$(basename "$t" .test)
+  if [ "$name" = cuda ]; then
+    (cd "$out" && "$OLDPWD/$t" -test.run GPU -test.v > "cuda.log" 2>&1) || { echo "FAIL $name"; fail=1; }
+    grep -E "^(--- |ok|FAIL|PASS)" "$out/cuda.log" | tail -20
+    continue
+  fi
+  # Each suite runs in its own folder, as `go test` would, with only the GPU specs.
+  (cd "$(dirname "$t")" && "./$(basename "$t")" -ginkgo.label-filter=gpu -ginkgo.no-color -ginkgo.succinct \
+     -ginkgo.json-report="$out/$name.json") > "$out/$name.log" 2>&1 || { echo "FAIL $name"; fail=1; }
+  tail -3 "$out/$name.log"
+done
+exit $fail
