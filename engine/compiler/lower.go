@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
@@ -209,7 +210,7 @@ func broadcastStrides(in, out []int) []int {
 	off := len(out) - len(in)
 	for i := range out {
 		j := i - off
-		if j < 0 || in[j] == 1 {
+		if j < 0 || (in[j] == 1 && !failpoint.Enabled(failpoint.BroadcastSize1Stride)) {
 			continue
 		}
 		res[i] = st[j]
@@ -248,7 +249,7 @@ func (b *kbuilder) lowerElementwise(gr *group) error {
 		switch n.Def().Kind {
 		case graph.KindCast:
 			r = b.reg()
-			wrap := dt.IsInt() && (n.Inputs[0].Type.DType.IsInt() || n.Inputs[0].Type.DType == numerics.Bool)
+			wrap := dt.IsInt() && (n.Inputs[0].Type.DType.IsInt() || n.Inputs[0].Type.DType == numerics.Bool) && !failpoint.Enabled(failpoint.CastIntSaturates)
 			b.emit(tile.Round{Dst: r, Src: operand(n.Inputs[0]), DType: dt, Wrap: wrap})
 		case graph.KindUnary:
 			op, err := unaryOp(n)
@@ -275,12 +276,12 @@ func unaryOp(n *graph.Node) (tile.UnaryOp, error) {
 	switch n.Op {
 	case "gelu":
 		if n.StringAttr("approx") == "tanh" {
-			return tile.GeluTanh, nil
+			return failpoint.Pick(failpoint.GeluApproxSwapped, tile.GeluTanh, tile.GeluErf), nil
 		}
 		if a := n.StringAttr("approx"); a != "erf" {
 			return "", fmt.Errorf("gelu approx %q: want \"erf\" or \"tanh\"", a)
 		}
-		return tile.GeluErf, nil
+		return failpoint.Pick(failpoint.GeluApproxSwapped, tile.GeluErf, tile.GeluTanh), nil
 	case "neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu":
 		return tile.UnaryOp(n.Op), nil
 	}
@@ -295,7 +296,7 @@ func (b *kbuilder) lowerMatmul(n *graph.Node, sc Schedule) error {
 	if err != nil {
 		return err
 	}
-	acc := accumDType(n)
+	acc := failpoint.Pick(failpoint.MatmulAccumBF16, accumDType(n), numerics.BF16)
 	bm, bn, bk := sc.BM, sc.BN, sc.BK
 	g := b.grid(batch, ceilDiv(m, bm), ceilDiv(nn, bn))
 	pa, pb := b.param(av, false), b.param(bv, false)
@@ -306,16 +307,16 @@ func (b *kbuilder) lowerMatmul(n *graph.Node, sc Schedule) error {
 		aRow, aCol = 1, m
 	}
 	bRow, bCol := nn, 1
-	if n.BoolAttr("transpose_b") {
+	if n.BoolAttr("transpose_b") && !failpoint.Enabled(failpoint.MatmulTransposeBIgnored) {
 		bRow, bCol = 1, k
 	}
 	b.loop(ceilDiv(k, bk), func(kt tile.Var) {
 		a := b.load(tile.Access{Param: pa, Base: tile.V(g[0], m*k), RowDims: []int{m}, RowStrides: []int{aRow},
 			ColDims: []int{k}, ColStrides: []int{aCol}, RowStart: tile.V(g[1], bm), ColStart: tile.V(kt, bk),
-			Rows: bm, Cols: bk, Mask: true}, 0)
+			Rows: bm, Cols: bk, Mask: failpoint.Pick(failpoint.MatmulKTailUnmasked, true, false)}, 0)
 		bt := b.load(tile.Access{Param: pb, Base: tile.V(g[0], k*nn), RowDims: []int{k}, RowStrides: []int{bRow},
 			ColDims: []int{nn}, ColStrides: []int{bCol}, RowStart: tile.V(kt, bk), ColStart: tile.V(g[2], bn),
-			Rows: bk, Cols: bn, Mask: true}, 0)
+			Rows: bk, Cols: bn, Mask: failpoint.Pick(failpoint.MatmulKTailUnmasked, true, false)}, 0)
 		b.emit(tile.MMA{Acc: c, A: a, B: bt, AccDType: acc})
 	})
 	b.emit(tile.Store{Src: c, At: tile.Access{Param: b.param(n.Output, true), Base: tile.V(g[0], m*nn),
@@ -343,7 +344,7 @@ func (b *kbuilder) lowerAttention(n *graph.Node, sc Schedule) error {
 	mx := b.full(bm, 1, math.Inf(-1))
 	l := b.full(bm, 1, 0)
 	o := b.full(bm, dv, 0)
-	sc1 := b.full(1, 1, scale)
+	sc1 := b.full(1, 1, failpoint.Pick(failpoint.AttentionScaleSkipped, scale, 1))
 	pk, pv := b.param(k, false), b.param(v, false)
 	b.loop(ceilDiv(sk, bn), func(kt tile.Var) {
 		// K^T tile [D, BN]: element (dd, j) of K^T is K[j, dd] at j*D+dd.
@@ -353,7 +354,7 @@ func (b *kbuilder) lowerAttention(n *graph.Node, sc Schedule) error {
 		b.emit(tile.MMA{Acc: s, A: qt, B: kT, AccDType: acc})
 		s = b.binary(tile.Mul, s, sc1, acc)
 		ms := b.reg()
-		b.emit(tile.MaskScores{Dst: ms, Src: s, RowStart: tile.V(g[1], bm), ColStart: tile.V(kt, bn), ColLimit: sk, Causal: n.BoolAttr("causal")})
+		b.emit(tile.MaskScores{Dst: ms, Src: s, RowStart: failpoint.Apply(failpoint.AttentionCausalDiagonal, tile.V(g[1], bm), func(e tile.Expr) tile.Expr { return e.Plus(tile.C(-1)) }), ColStart: tile.V(kt, bn), ColLimit: sk, Causal: n.BoolAttr("causal")})
 		p, alpha := b.reg(), b.reg()
 		b.emit(tile.OnlineSoftmax{M: mx, L: l, X: ms, P: p, Alpha: alpha, DType: acc})
 		if dt := q.Type.DType; dt == numerics.F16 || dt == numerics.BF16 {

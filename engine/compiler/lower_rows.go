@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
@@ -59,7 +60,7 @@ func (b *kbuilder) lowerReduce(n *graph.Node, sc Schedule) error {
 		b.emit(tile.Binary{Dst: a, A: a, B: p, Op: comb, DType: acc})
 	})
 	if n.Op == "reduce_mean" {
-		a = b.binary(tile.Div, a, b.full(1, 1, float64(inner)), acc)
+		a = b.binary(tile.Div, a, b.full(1, 1, float64(failpoint.Pick(failpoint.ReduceMeanPaddedCount, inner, ceilDiv(inner, cn)*cn))), acc)
 	}
 	b.emit(tile.Store{Src: a, At: tile.Access{Param: b.param(n.Output, true), Base: tile.C(0), RowDims: []int{outer},
 		RowStrides: []int{1}, ColDims: []int{1}, ColStrides: []int{0}, RowStart: tile.V(pid, rm), ColStart: tile.C(0),
@@ -121,12 +122,12 @@ func (b *kbuilder) lowerRowwise(n *graph.Node, sc Schedule) error {
 		b.loop(steps, func(kt tile.Var) {
 			d := b.binary(tile.Sub, b.load(at(px, kt), 0), mean, acc)
 			md := b.reg()
-			b.emit(tile.MaskCols{Dst: md, Src: d, ColStart: tile.V(kt, cn), ColLimit: inner, Value: 0})
+			b.emit(tile.MaskCols{Dst: md, Src: d, ColStart: tile.V(kt, cn), ColLimit: failpoint.Pick(failpoint.LayernormPaddingInVariance, inner, math.MaxInt), Value: 0})
 			p := b.reduce(tile.Sum, b.binary(tile.Mul, md, md, acc), acc)
 			b.emit(tile.Binary{Dst: v, A: v, B: p, Op: tile.Add, DType: acc})
 		})
 		va := b.binary(tile.Div, v, cnt, acc)
-		r := b.unary(tile.Rsqrt, b.binary(tile.Add, va, b.full(1, 1, n.FloatAttr("eps")), acc), acc)
+		r := b.unary(tile.Rsqrt, b.binary(tile.Add, va, b.full(1, 1, failpoint.Pick(failpoint.LayernormEpsDropped, n.FloatAttr("eps"), 0)), acc), acc)
 		b.loop(steps, func(kt tile.Var) {
 			d := b.binary(tile.Sub, b.load(at(px, kt), 0), mean, acc)
 			y := b.binary(tile.Mul, b.binary(tile.Mul, d, r, acc), b.load(vec(n.Inputs[1], kt), 0), acc)
@@ -191,7 +192,7 @@ func (b *kbuilder) lowerMovement(n *graph.Node, sc Schedule) error {
 			ish := in.Type.Shape
 			t := b.load(flatTile(b.param(in, false), tile.C(0), ish, contiguous(ish), pid, block), 0)
 			b.emit(tile.Store{Src: t, At: flatTile(po, tile.C(off*ost[ax]), ish, ost, pid, block)})
-			off += ish[ax]
+			off += failpoint.Pick(failpoint.ConcatOffsetOffByOne, ish[ax], ish[ax]-1)
 		}
 		return nil
 	}

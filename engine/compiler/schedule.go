@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strings"
 
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 )
 
@@ -111,7 +113,7 @@ func defaultSchedule(gr *group) Schedule {
 			LoopOrder: "grid(batch,q) keys-seq online-softmax"}
 	case graph.KindReduce:
 		outer, inner := reduceExtent(n)
-		return Schedule{Key: key, Kind: "reduce", BM: fit(outer, defReduceRows), BN: fit(inner, defReduceCols), Stages: 1,
+		return Schedule{Key: key, Kind: "reduce", BM: fit(outer, defReduceRows), BN: failpoint.Apply(failpoint.ScheduleReduceTileFromCores, fit(inner, defReduceCols), func(bn int) int { return max(bn/runtime.GOMAXPROCS(0), 1) }), Stages: 1,
 			LoopOrder: "grid(rows) cols-seq"}
 	case graph.KindRowwise:
 		outer, inner := rowExtent(n)

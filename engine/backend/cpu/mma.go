@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -77,7 +78,7 @@ func mmaF32(m, n, k int, a, b, c []float32) {
 		for ; j+8 <= n; j += 8 {
 			kern4x8F32(k, a[i*k:], k, b[j:], n, c[i*n+j:], n)
 		}
-		dotsF32(i, i+4, j, n, n, k, a, b, c)
+		dotsF32(i, i+4, failpoint.Pick(failpoint.CPUMMARaggedColumn, j, j+1), n, n, k, a, b, c)
 	}
 	dotsF32(i, m, 0, n, n, k, a, b, c)
 }

@@ -2,8 +2,10 @@ package cpu
 
 import (
 	"math"
+	"slices"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -17,7 +19,7 @@ func (w *worker) reduce(in tile.Reduce) {
 	// (its single element) before it is written.
 	out := td.out64()
 	for r := range ts.rows {
-		row := src[r*cols : (r+1)*cols]
+		row := failpoint.Apply(failpoint.CPUReduceRightToLeft, src[r*cols:(r+1)*cols], func(s []float64) []float64 { s = slices.Clone(s); slices.Reverse(s); return s })
 		out[r] = foldRow(in.Op, in.DType, row)
 	}
 }
@@ -98,7 +100,7 @@ func (w *worker) onlineSoftmax(in tile.OnlineSoftmax) {
 			s = roundTo(dt, s+v)
 		}
 		alpha[r] = a
-		l[r] = roundTo(dt, roundTo(dt, float64(l[r]*a))+s)
+		l[r] = roundTo(dt, roundTo(dt, float64(l[r]*failpoint.Pick(failpoint.CPUSoftmaxSumNotRescaled, a, 1)))+s)
 		m[r] = mNew
 	}
 	w.regs[in.M].dirty64()

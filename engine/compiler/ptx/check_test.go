@@ -67,7 +67,7 @@ func checkPTX(text string, params int) error {
 		}
 		want := operandClasses(opcode, len(ops))
 		for i, o := range ops {
-			isDst := i == 0 && !strings.HasPrefix(opcode, "st.") && opcode != "bar.sync"
+			isDst := i == 0 && !strings.HasPrefix(opcode, "st.") && opcode != "bar.sync" && want[i] != "imm"
 			if err := checkOperand(o, want[i], isDst, declared); err != nil {
 				return where(fmt.Errorf("operand %d: %w", i, err))
 			}
@@ -120,6 +120,8 @@ func operandClasses(opcode string, n int) []string {
 		return out
 	case parts[0] == "cvta":
 		return fill(last)
+	case strings.HasSuffix(opcode, "x2.f32") && parts[0] == "cvt":
+		return []string{"r", "f", "f"}
 	case parts[0] == "cvt":
 		return []string{classOfType[parts[len(parts)-2]], last}
 	case parts[0] == "ld":
@@ -138,6 +140,12 @@ func operandClasses(opcode string, n int) []string {
 		return []string{last, last + "|sym"}
 	case parts[0] == "shl" || parts[0] == "shr":
 		return []string{last, last, "r"}
+	case opcode == "cp.async.cg.shared.global":
+		return []string{"addr", "addr", "imm", "r"}
+	case strings.HasPrefix(opcode, "wgmma.mma_async."):
+		return []string{"f", "rd", "rd", "p", "imm", "imm", "imm", "imm"}
+	case strings.HasPrefix(opcode, "wgmma.") || strings.HasPrefix(opcode, "cp.async.") || strings.HasPrefix(opcode, "fence."):
+		return fill("imm")
 	case parts[0] == "ldmatrix":
 		return []string{"r", "addr"}
 	case parts[0] == "mma":
@@ -175,7 +183,7 @@ func checkOperand(o, want string, isDst bool, declared map[string]int) error {
 		}
 		return nil
 	}
-	if strings.Contains(want, "sym") && (o == "%tid.x" || o == "%ctaid.x" || regexp.MustCompile(`^tq_\w+$`).MatchString(o)) {
+	if strings.Contains(want, "sym") && (o == "%tid.x" || o == "%ctaid.x" || o == "%ctaid.y" || regexp.MustCompile(`^tq_\w+$`).MatchString(o)) {
 		return nil
 	}
 	return checkReg(o, want, declared)

@@ -48,6 +48,12 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.Input, err, "ptx: kernel %s", k.Name)
 	}
+	if m, ok := dedicated(k, t); ok {
+		return m, nil
+	}
+	if m := generateRows(k, t); m != nil {
+		return m, nil
+	}
 	g := &gen{k: k, t: t, entry: entryName(k.Name), shapes: shapes, threads: simtThreads, bases: map[tile.Reg]string{}}
 	if err := g.checkLimits(); err != nil {
 		return nil, err

@@ -29,7 +29,8 @@ func (t Target) Arch() string { return "sm_" + itoa(t.SM) + t.ArchSuffix }
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when it exceeds 48 KiB), and one .u64 global
 // pointer parameter per tile.Param of the kernel, in Kernel.Params order. How Tile IR grid
 // points map to CTAs is the generator's business: the SIMT and mma.sync paths launch a linear
-// grid (prod(Kernel.Grid), 1, 1) and unfold %ctaid.x into the grid vars themselves.
+// grid (prod(Kernel.Grid), 1, 1) and unfold %ctaid.x into the grid vars themselves; the
+// dedicated matmul kernels launch (tiles of C, batch, 1).
 type Module struct {
 	PTX         string
 	Entry       string // the .entry name to look up with cuModuleGetFunction
@@ -37,6 +38,11 @@ type Module struct {
 	Threads     int
 	SharedBytes int
 	Path        string // "simt", "mma.sync" (some MMA on tensor cores) or "wgmma": which code path produced it
+	// Tile names the tiling of a dedicated kernel (gemm_*.go), e.g. "wgmma 128x256x64
+	// stages=4 wait=1", which may differ from the Tile IR's own tile (the schedule's BM/BN/BK):
+	// the dedicated kernels compute the same function with the tile they support. Empty for
+	// kernels that follow the Tile IR's tiling.
+	Tile string
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

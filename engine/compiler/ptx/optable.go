@@ -34,6 +34,13 @@ var knownOps = setOf(
 	// tensor cores (sm_80+)
 	"ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16",
 	"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+	// dedicated matmul kernels (gemm_*.go): cp.async (sm_80+), wgmma (sm_90a)
+	"cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all",
+	"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32",
+	"xor.b32", "or.b32", "fence.proxy.async.shared::cta",
+	"wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
+	"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
+	"wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
 	// control
 	"bra", "bar.sync", "ret",
 )
