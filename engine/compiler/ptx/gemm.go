@@ -1,0 +1,40 @@
+package ptx
+
+import (
+	"os"
+
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+)
+
+// dedicated returns the dedicated kernel for k when it is the canonical matmul (matchGemm) and
+// the target has tensor cores to spare the general path: wgmma on sm_90a, mma.sync otherwise.
+// TESSERA_PTX_GEMM=off keeps every matmul on the general path (to compare the two on a GPU).
+func dedicated(k *tile.Kernel, t Target) (*Module, bool) {
+	if t.SIMTOnly || os.Getenv("TESSERA_PTX_GEMM") == "off" {
+		return nil, false
+	}
+	s, ok := matchGemm(k)
+	if !ok {
+		return nil, false
+	}
+	c := gemmCfgFor(s, t)
+	if !c.valid() {
+		return nil, false
+	}
+	return gemmKernel(s, c, t, entryName(k.Name), len(k.Params)), true
+}
+
+// gemmCfgFor honours the Tile IR's tile (the schedule's BM, BN, BK, which autotune varies)
+// when a dedicated kernel supports it, and otherwise uses the default tiling; Module.Tile
+// says which one the kernel uses.
+func gemmCfgFor(s gemmSpec, t Target) gemmCfg {
+	path := "mma.sync"
+	if t.SM == 90 && t.ArchSuffix == "a" {
+		path = "wgmma"
+	}
+	c := defaultGemmCfg(path)
+	if bm, bn, bk := s.irTile[0], s.irTile[1], s.irTile[2]; bm == 128 && (bn == 128 || bn == 256) && bk == gemmBK {
+		c.bn = bn
+	}
+	return c
+}

@@ -1,0 +1,517 @@
+package ptx
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+// ptxsim runs one CTA of a dedicated matmul kernel on the CPU, so the loader, the swizzled
+// layout, the pipeline's stage arithmetic, the fragments and the masked epilogue are tested in
+// CI, where no GPU is. All threads run in lockstep (the kernels' branches are uniform, which
+// the simulator checks), so warp- and warpgroup-wide instructions see every lane at once.
+// cp.async completes at once and wgmma when issued: the simulator proves indexing, not the
+// absence of races (the GPU check does that). Tensor-core steps are modelled as: each 16-k
+// chunk summed exactly, rounded once to f32, added to the accumulator (the result is
+// compared with a tolerance, not bitwise). wgmma operands are addressed as the PTX ISA's
+// canonical layouts say, with the 128-byte swizzle applied to the shared address.
+type ptxsim struct {
+	dt      numerics.DType
+	n       int // threads
+	ins     []simIns
+	labels  map[string]int
+	regs    map[string][]uint64
+	smem    []byte
+	smemSym uint64
+	global  map[uint64][]byte // base address -> buffer
+	params  map[string]uint64
+	ctaid   [2]uint64
+}
+
+type simIns struct {
+	pred string
+	neg  bool
+	op   string
+	args []string
+	ops  []simArg
+	regs [][][]uint64 // per operand in braces: its registers' lanes
+	line string
+}
+
+// simArg is an operand resolved once: a register's lanes, or a constant (immediates,
+// special registers read per CTA are kept by name).
+type simArg struct {
+	lanes   []uint64
+	imm     uint64
+	special string
+	isImm   bool
+}
+
+func newSim(text string, dt numerics.DType, threads, shared int) (*ptxsim, error) {
+	s := &ptxsim{dt: dt, n: threads, labels: map[string]int{}, params: map[string]uint64{}, global: map[uint64][]byte{}}
+	s.smemSym = 16 // not 1024-aligned: the kernel must align it
+	s.smem = make([]byte, shared+int(s.smemSym))
+	body := false
+	for _, line := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(t, ".maxntid"):
+			body = true
+			continue
+		case !body || t == "" || t == "{" || t == "}" || strings.HasPrefix(t, "//") || strings.HasPrefix(t, ".reg"):
+			continue
+		case strings.HasSuffix(t, ":"):
+			s.labels[strings.TrimSuffix(t, ":")] = len(s.ins)
+			continue
+		}
+		t = strings.TrimSuffix(t, ";")
+		in := simIns{line: t}
+		if strings.HasPrefix(t, "@") {
+			g, rest, _ := strings.Cut(t, " ")
+			g = strings.TrimPrefix(g, "@")
+			in.neg = strings.HasPrefix(g, "!")
+			in.pred = strings.TrimPrefix(g, "!")
+			t = rest
+		}
+		op, rest, _ := strings.Cut(t, " ")
+		in.op = op
+		if rest != "" {
+			in.args = strings.Split(rest, ", ")
+		}
+		s.ins = append(s.ins, in)
+	}
+	s.regs = map[string][]uint64{}
+	for i := range s.ins {
+		for _, a := range s.ins[i].args {
+			s.ins[i].ops = append(s.ins[i].ops, s.resolve(a))
+			var list [][]uint64
+			if strings.HasPrefix(a, "{") {
+				for _, r := range regList(a) {
+					list = append(list, s.reg(r))
+				}
+			}
+			s.ins[i].regs = append(s.ins[i].regs, list)
+		}
+	}
+	return s, nil
+}
+
+func (s *ptxsim) resolve(o string) simArg {
+	switch {
+	case strings.HasPrefix(o, "[") || strings.HasPrefix(o, "{") || strings.HasPrefix(o, "$"):
+		return simArg{}
+	case o == "%tid.x" || o == "%ctaid.x" || o == "%ctaid.y" || o == "tq_smem":
+		return simArg{special: o}
+	case strings.HasPrefix(o, "%"):
+		return simArg{lanes: s.reg(o)}
+	}
+	return simArg{imm: s.val(o, 0), isImm: true}
+}
+
+func (s *ptxsim) get(a simArg, t int) uint64 {
+	switch {
+	case a.lanes != nil:
+		return a.lanes[t]
+	case a.isImm:
+		return a.imm
+	}
+	return s.val(a.special, t)
+}
+
+func (s *ptxsim) reg(name string) []uint64 {
+	if s.regs[name] == nil {
+		s.regs[name] = make([]uint64, s.n)
+	}
+	return s.regs[name]
+}
+
+// val reads operand o for thread t: a register, an immediate or a special register.
+func (s *ptxsim) val(o string, t int) uint64 {
+	switch o {
+	case "%tid.x":
+		return uint64(t)
+	case "%ctaid.x":
+		return s.ctaid[0]
+	case "%ctaid.y":
+		return s.ctaid[1]
+	case "tq_smem":
+		return s.smemSym
+	}
+	if strings.HasPrefix(o, "%") {
+		return s.reg(o)[t]
+	}
+	if strings.HasPrefix(o, "0f") {
+		v, err := strconv.ParseUint(o[2:], 16, 32)
+		if err != nil {
+			panic(o)
+		}
+		return v
+	}
+	if strings.HasPrefix(o, "0x") {
+		v, err := strconv.ParseUint(o[2:], 16, 64)
+		if err != nil {
+			panic(o)
+		}
+		return v
+	}
+	v, err := strconv.ParseInt(o, 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("operand %q", o))
+	}
+	return uint64(v)
+}
+
+// addr parses [reg+off] or [sym].
+func (s *ptxsim) addr(o string, t int) uint64 {
+	o = strings.Trim(o, "[]")
+	base, off, _ := strings.Cut(o, "+")
+	if p, ok := s.params[base]; ok {
+		return p
+	}
+	a := s.val(base, t)
+	if off != "" {
+		d, _ := strconv.ParseInt(off, 10, 64)
+		a += uint64(d)
+	}
+	return a
+}
+
+func (s *ptxsim) globalBytes(a uint64, n int) ([]byte, error) {
+	for base, buf := range s.global {
+		if a >= base && a+uint64(n) <= base+uint64(len(buf)) {
+			return buf[a-base : a-base+uint64(n)], nil
+		}
+	}
+	return nil, fmt.Errorf("global access of %d bytes at %#x outside every buffer", n, a)
+}
+
+func (s *ptxsim) smemBytes(a uint64, n int) ([]byte, error) {
+	if a+uint64(n) > uint64(len(s.smem)) || a%uint64(n) != 0 && n <= 16 {
+		return nil, fmt.Errorf("shared access of %d bytes at %#x (size %d, or misaligned)", n, a, len(s.smem))
+	}
+	return s.smem[a : a+uint64(n)], nil
+}
+
+func f32bits(v uint64) float32 { return math.Float32frombits(uint32(v)) }
+
+func (s *ptxsim) half(bits uint64) float64 { return numerics.Decode(s.dt, bits&0xFFFF) }
+
+// run executes the kernel for one CTA.
+func (s *ptxsim) run() (err error) {
+	for _, r := range s.regs {
+		clear(r)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	active := make([]bool, s.n)
+	for pc, steps := 0, 0; pc < len(s.ins); steps++ {
+		if steps > 5_000_000 {
+			return fmt.Errorf("runaway")
+		}
+		in := s.ins[pc]
+		pc++
+		for t := range active {
+			active[t] = true
+			if in.pred != "" {
+				active[t] = (s.regs[in.pred][t] != 0) != in.neg
+			}
+		}
+		if in.op == "bra" {
+			for t := 1; t < s.n; t++ {
+				if active[t] != active[0] {
+					return fmt.Errorf("divergent branch at %q", in.line)
+				}
+			}
+			if active[0] {
+				pc = s.labels[in.args[0]]
+			}
+			continue
+		}
+		if in.op == "ret" {
+			return nil
+		}
+		if err := s.exec(in, active); err != nil {
+			return fmt.Errorf("%q: %w", in.line, err)
+		}
+	}
+	return nil
+}
+
+func (s *ptxsim) exec(in simIns, active []bool) error {
+	a := in.args
+	switch {
+	case strings.HasPrefix(in.op, "wgmma.mma_async"):
+		return s.wgmma(in)
+	case strings.HasPrefix(in.op, "mma.sync"):
+		return s.mma(in)
+	case strings.HasPrefix(in.op, "ldmatrix"):
+		return s.ldmatrix(in)
+	case in.op == "bar.sync" || strings.HasPrefix(in.op, "fence") || strings.HasPrefix(in.op, "wgmma.") ||
+		in.op == "cp.async.commit_group" || in.op == "cp.async.wait_group" || in.op == "cp.async.wait_all":
+		return nil
+	}
+	for t := 0; t < s.n; t++ {
+		if !active[t] {
+			continue
+		}
+		ops := in.ops
+		v := func(i int) uint64 { return s.get(ops[i], t) }
+		set := func(x uint64) { ops[0].lanes[t] = x }
+		b32 := func(x uint64) { set(x & 0xFFFFFFFF) }
+		i32 := func(i int) int32 { return int32(uint32(v(i))) }
+		pred := func(c bool) {
+			if c {
+				set(1)
+			} else {
+				set(0)
+			}
+		}
+		switch in.op {
+		case "mov.u32", "mov.f32":
+			b32(v(1))
+		case "and.b32":
+			b32(v(1) & v(2))
+		case "or.b32":
+			b32(v(1) | v(2))
+		case "xor.b32":
+			b32(v(1) ^ v(2))
+		case "shl.b32":
+			b32(v(1) << v(2))
+		case "shr.u32":
+			b32((v(1) & 0xFFFFFFFF) >> v(2))
+		case "add.s32":
+			b32(uint64(i32(1) + i32(2)))
+		case "sub.s32":
+			b32(uint64(i32(1) - i32(2)))
+		case "mul.lo.s32":
+			b32(uint64(i32(1) * i32(2)))
+		case "mad.lo.s32":
+			b32(uint64(i32(1)*i32(2) + i32(3)))
+		case "div.u32":
+			b32(uint64(uint32(v(1)) / uint32(v(2))))
+		case "rem.u32":
+			b32(uint64(uint32(v(1)) % uint32(v(2))))
+		case "min.s32":
+			b32(uint64(min(i32(1), i32(2))))
+		case "setp.lt.s32":
+			pred(i32(1) < i32(2))
+		case "setp.ge.s32":
+			pred(i32(1) >= i32(2))
+		case "setp.ne.u32":
+			pred(uint32(v(1)) != uint32(v(2)))
+		case "setp.nan.f32":
+			f := f32bits(v(1))
+			pred(f != f)
+		case "selp.b32", "selp.b64":
+			if v(3) != 0 {
+				set(v(1))
+			} else {
+				set(v(2))
+			}
+		case "and.pred":
+			pred(v(1) != 0 && v(2) != 0)
+		case "ld.param.u64":
+			set(s.addr(a[1], t))
+		case "cvta.to.global.u64":
+			set(v(1))
+		case "mul.wide.s32":
+			set(uint64(int64(i32(1)) * int64(i32(2))))
+		case "cvt.s64.s32":
+			set(uint64(int64(i32(1))))
+		case "cvt.u64.u32":
+			set(v(1) & 0xFFFFFFFF)
+		case "add.s64":
+			set(v(1) + v(2))
+		case "or.b64":
+			set(v(1) | v(2))
+		case "mad.lo.s64":
+			set(v(1)*v(2) + v(3))
+		case "cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32":
+			set(s.enc16(f32bits(v(1)))<<16 | s.enc16(f32bits(v(2))))
+		case "cp.async.cg.shared.global":
+			dst, src, n := s.addr(a[0], t), s.addr(a[1], t), int(v(3))
+			d, err := s.smemBytes(dst, 16)
+			if err != nil {
+				return err
+			}
+			clear(d)
+			if n > 0 {
+				if src%16 != 0 {
+					return fmt.Errorf("cp.async source %#x not 16-byte aligned", src)
+				}
+				g, err := s.globalBytes(src, n)
+				if err != nil {
+					return err
+				}
+				copy(d, g)
+			}
+		case "st.global.b32":
+			at := s.addr(a[0], t)
+			if at%4 != 0 {
+				return fmt.Errorf("misaligned store at %#x", at)
+			}
+			g, err := s.globalBytes(at, 4)
+			if err != nil {
+				return err
+			}
+			x := uint32(v(1))
+			g[0], g[1], g[2], g[3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
+		default:
+			return fmt.Errorf("simulator: opcode %s", in.op)
+		}
+	}
+	return nil
+}
+
+// enc16 is cvt.rn to the kernel's 16-bit type; NaN gives the hardware's 0x7FFF, which the
+// kernel must canonicalise.
+func (s *ptxsim) enc16(f float32) uint64 {
+	if f != f {
+		return 0x7FFF
+	}
+	return numerics.Encode(s.dt, float64(f))
+}
+
+func regList(o string) []string { return strings.Split(strings.Trim(o, "{}"), ",") }
+
+func (s *ptxsim) u16(a uint64) uint64 {
+	b, err := s.smemBytes(a&^1, 2)
+	if err != nil {
+		panic(err)
+	}
+	return uint64(b[0]) | uint64(b[1])<<8
+}
+
+// ldmatrix: lanes 8q..8q+7 give the row addresses of matrix q; thread l receives row l/4,
+// cols 2(l%4), +1 of each matrix (.trans: rows 2(l%4), +1 of col l/4).
+func (s *ptxsim) ldmatrix(in simIns) error {
+	dst := in.regs[0]
+	trans := strings.Contains(in.op, ".trans")
+	for w := 0; w < s.n/32; w++ {
+		for q := range dst {
+			var rows [8]uint64
+			for r := range rows {
+				rows[r] = s.addr(in.args[1], 32*w+8*q+r)
+				if rows[r]%16 != 0 {
+					return fmt.Errorf("ldmatrix row address %#x not 16-byte aligned", rows[r])
+				}
+			}
+			for l := 0; l < 32; l++ {
+				var lo, hi uint64
+				if trans {
+					lo, hi = s.u16(rows[2*(l%4)]+uint64(2*(l/4))), s.u16(rows[2*(l%4)+1]+uint64(2*(l/4)))
+				} else {
+					lo, hi = s.u16(rows[l/4]+uint64(4*(l%4))), s.u16(rows[l/4]+uint64(4*(l%4)+2))
+				}
+				dst[q][32*w+l] = lo | hi<<16
+			}
+		}
+	}
+	return nil
+}
+
+// mma: m16n8k16, A row (a0: rows g, k 2c..; a1: row g+8; a2: k+8; a3: both), B col (b0: k
+// 2c.., n g; b1: k+8), C/D (c0,c1: row g, cols 2c..; c2,c3: row g+8).
+func (s *ptxsim) mma(in simIns) error {
+	d, ar, br, cr := in.regs[0], in.regs[1], in.regs[2], in.regs[3]
+	for w := 0; w < s.n/32; w++ {
+		var A [16][16]float64
+		var B [16][8]float64
+		for l := 0; l < 32; l++ {
+			g, c := l/4, l%4
+			t := 32*w + l
+			for q := 0; q < 4; q++ {
+				x := ar[q][t]
+				row, col := g+8*(q%2), 2*c+8*(q/2)
+				A[row][col], A[row][col+1] = s.half(x), s.half(x>>16)
+			}
+			for q := 0; q < 2; q++ {
+				x := br[q][t]
+				B[2*c+8*q][g], B[2*c+8*q+1][g] = s.half(x), s.half(x>>16)
+			}
+		}
+		out := make([][4]uint64, 32)
+		for l := 0; l < 32; l++ {
+			g, c := l/4, l%4
+			for q := 0; q < 4; q++ {
+				row, col := g+8*(q/2), 2*c+q%2
+				sum := 0.0
+				for k := 0; k < 16; k++ {
+					sum += A[row][k] * B[k][col]
+				}
+				acc := f32bits(cr[q][32*w+l])
+				out[l][q] = uint64(math.Float32bits(acc + float32(sum)))
+			}
+		}
+		for l := 0; l < 32; l++ {
+			for q := 0; q < 4; q++ {
+				d[q][32*w+l] = out[l][q]
+			}
+		}
+	}
+	return nil
+}
+
+// swizzle128 applies the 128-byte swizzle to a shared address: bits 4-6 ^= bits 7-9.
+func swizzle128(a uint64) uint64 { return a ^ ((a>>7)&7)<<4 }
+
+func (s *ptxsim) wgmma(in simIns) error {
+	n, _ := strconv.Atoi(strings.TrimSuffix(strings.Split(strings.TrimPrefix(in.op, "wgmma.mma_async.sync.aligned.m64n"), "k16")[0], ""))
+	d := in.regs[0]
+	if len(d) != n/2 || in.args[3] == "" || in.args[6] != "0" {
+		return fmt.Errorf("wgmma form")
+	}
+	transB := in.args[7] == "1"
+	for g := 0; g < s.n/128; g++ {
+		da, db := s.val(in.args[1], 128*g), s.val(in.args[2], 128*g)
+		for t := 128 * g; t < 128*(g+1); t++ {
+			if s.val(in.args[1], t) != da || s.val(in.args[2], t) != db {
+				return fmt.Errorf("descriptors differ inside a warpgroup")
+			}
+		}
+		field := func(x uint64, at uint) uint64 { return (x >> at) & 0x3FFF << 4 }
+		if da>>62 != 1 || db>>62 != 1 || (da>>49)&7 != 0 || (db>>49)&7 != 0 {
+			return fmt.Errorf("only 128-byte swizzle with base offset 0 is modelled")
+		}
+		aStart, aSBO := field(da, 0), field(da, 32)
+		bStart, bLBO, bSBO := field(db, 0), field(db, 16), field(db, 32)
+		var A [64][16]float64
+		for m := 0; m < 64; m++ {
+			for k := 0; k < 16; k++ {
+				A[m][k] = s.half(s.u16(swizzle128(aStart + uint64(m/8)*aSBO + uint64(m%8)*128 + uint64(2*k))))
+			}
+		}
+		B := make([][16]float64, n)
+		for j := 0; j < n; j++ {
+			for k := 0; k < 16; k++ {
+				var at uint64
+				if transB {
+					at = bStart + uint64(j/64)*bLBO + uint64(k/8)*bSBO + uint64(k%8)*128 + uint64(2*(j%64))
+				} else {
+					at = bStart + uint64(j/8)*bSBO + uint64(j%8)*128 + uint64(2*k)
+				}
+				B[j][k] = s.half(s.u16(swizzle128(at)))
+			}
+		}
+		for t := 0; t < 128; t++ {
+			w, l := t/32, t%32
+			for q := range d {
+				row := 16*w + l/4 + 8*((q%4)/2)
+				col := 8*(q/4) + 2*(l%4) + q%2
+				sum := 0.0
+				for k := 0; k < 16; k++ {
+					sum += A[row][k] * B[col][k]
+				}
+				r := d[q]
+				r[128*g+t] = uint64(math.Float32bits(f32bits(r[128*g+t]) + float32(sum)))
+			}
+		}
+	}
+	return nil
+}
