@@ -1,0 +1,72 @@
+package differential
+
+// OpMapping says what each oracle computes for one registry op and where its semantics differ
+// from Tessera's contract (engine/graph/ops.go). The scripts under oracles/ implement it; the
+// package tests check that this table, both scripts and the op registry list the same ops.
+type OpMapping struct {
+	Op    string `json:"op"`
+	Torch string `json:"torch"`
+	JAX   string `json:"jax"`
+	// Notes name every difference from the contract and how the oracle handles it. The
+	// explicit spec of each difference is in suites/differential/semantics_test.go.
+	Notes string `json:"notes"`
+}
+
+// Common handling, applied by every row below (docs/differential.md):
+//   - fp8 inputs travel as exact f32 values, the oracle computes in f32, and fp8 outputs are
+//     rounded by numerics.Encode (saturating, as the engine does). Movement ops move fp8 bits
+//     as uint8. torch 1.13 has no float8, and torch 2.x float8 casts do not saturate.
+//   - a 16-bit float op torch has no kernel for on the device runs in f32 and is rounded once.
+//   - JAX: XLA keeps 16-bit intermediates in transcendentals, reductions, softmax, norms,
+//     losses and matmuls, so those run in f32 for f16/bf16 inputs and are rounded once.
+//   - outputs are compared with harness.Check under the golden spec's tolerance.
+var Mapping = []OpMapping{
+	{"neg", "torch.neg", "jnp.negative", "ints wrap: neg(-128) = -128 in int8, in both"},
+	{"abs", "torch.abs", "jnp.abs", "ints wrap: abs(-128) = -128 in int8, in both"},
+	{"relu", "torch.relu", "jnp.maximum(x, 0)", "relu(-0) is +0 here, -0 in torch: only a bitwise check could see it; NaN stays NaN in both"},
+	{"exp", "torch.exp", "jnp.exp (f32 for f16/bf16)", ""},
+	{"log", "torch.log", "jnp.log (f32 for f16/bf16)", "log(0) = -Inf, log(<0) = NaN in both"},
+	{"sqrt", "torch.sqrt", "jnp.sqrt (f32 for f16/bf16)", ""},
+	{"rsqrt", "torch.rsqrt", "lax.rsqrt (f32 for f16/bf16)", ""},
+	{"tanh", "torch.tanh", "jnp.tanh (f32 for f16/bf16)", ""},
+	{"sigmoid", "torch.sigmoid", "jax.nn.sigmoid (f32 for f16/bf16)", ""},
+	{"silu", "F.silu", "jax.nn.silu (f32 for f16/bf16)", "f16/bf16 in f32, rounded once: torch 1.13's bf16 silu rounds x*sigmoid(x)'s intermediate"},
+	{"gelu", "F.gelu(approximate='none'|'tanh')", "jax.nn.gelu(approximate=False|True) (f32 for f16/bf16)",
+		"approx=erf is torch's 'none' and jax's approximate=False (jax defaults to tanh); f16/bf16 in f32, rounded once: torch 1.13's bf16 tanh form rounds intermediates"},
+	{"add", "torch.add", "jnp.add", "ints wrap at the dtype's width in both"},
+	{"sub", "torch.sub", "jnp.subtract", "ints wrap in both"},
+	{"mul", "torch.mul", "jnp.multiply", "ints wrap in both"},
+	{"div", "torch.div (true division)", "jnp.true_divide", ""},
+	{"maximum", "torch.maximum", "jnp.maximum", "NaN propagates in both; maximum(-0, +0) is +0 here, the first operand in torch"},
+	{"minimum", "torch.minimum", "jnp.minimum", "NaN propagates in both"},
+	{"cast", "Tensor.to", "astype",
+		"float->int saturates and maps NaN to 0 here; torch wraps (200.0 -> int8 is -56) and sends NaN/out-of-range int32 to INT_MIN, so the oracle clamps in f64 and truncates. f64/int32 -> f16/bf16 rounds once here; torch rounds through f32 (double rounding), so the oracle rounds to odd in f32 first. ->bool is x != 0 (NaN is true) in both"},
+	{"reduce_sum", "torch.sum(dtype=float32 for f16/bf16)", "jnp.sum in f32 for f16/bf16",
+		"ints: int64 sum wrapped once (equal to wrapping each step). torch 1.13's CPU bf16 sum rounds partial sums to bf16, so 16-bit floats are summed with dtype=float32 (accum=<storage dtype> keeps torch's own accumulation). axes=[] is rejected by the graph (torch would reduce every axis); zero-size dims do not exist here"},
+	{"reduce_max", "torch.amax", "jnp.max", "NaN propagates in both"},
+	{"reduce_mean", "torch.mean(dtype=float32 for f16/bf16)", "jnp.mean in f32 for f16/bf16", "as reduce_sum"},
+	{"softmax", "F.softmax", "jax.nn.softmax (f32 for f16/bf16)", "a row of all -Inf is NaN in both"},
+	{"log_softmax", "F.log_softmax", "jax.nn.log_softmax (f32 for f16/bf16)", "a row of all -Inf is NaN in both"},
+	{"layernorm", "F.layer_norm", "composite in f32", "f16/bf16 in f32, rounded once: torch 1.13's bf16 layer_norm rounds intermediates"},
+	{"rmsnorm", "composite: x*rsqrt(mean(x^2)+eps)*gamma in f32 (f64 for f64)", "same composite", "torch 1.13 has no rms_norm; rounded once"},
+	{"matmul", "torch.matmul; ints as int64 on the CPU", "jnp.matmul (f32 accumulation for f16/bf16, precision highest)",
+		"accum and tile are ignored: torch CPU and cuBLAS accumulate 16-bit floats in f32 (TF32 and reduced-precision reductions are switched off). torch has no integer GEMM on CUDA, so ints run on the CPU in int64, wrapped once"},
+	{"batch_matmul", "torch.matmul", "jnp.matmul", "as matmul"},
+	{"attention", "F.scaled_dot_product_attention (torch >= 2.1), else a composite in f32", "composite in f32",
+		"causal masks key j > query i (top-left), as torch's is_causal; the composite rounds once, torch's fused kernels may round probabilities to f16/bf16 (the spec's tolerance allows it)"},
+	{"transpose", "permute", "jnp.transpose", "bitwise: fp8 moves as uint8"},
+	{"reshape", "reshape", "jnp.reshape", "bitwise"},
+	{"slice", "indexing", "indexing", "bitwise"},
+	{"concat", "torch.cat", "jnp.concatenate", "bitwise"},
+	{"mse_loss", "F.mse_loss (mean)", "mean((a-b)^2) in f32 for f16/bf16", "f16/bf16 in f32, rounded once (torch 1.13 has no CPU bf16 mse kernel)"},
+}
+
+// MappingOf returns the mapping of op, if any.
+func MappingOf(op string) (OpMapping, bool) {
+	for _, m := range Mapping {
+		if m.Op == op {
+			return m, true
+		}
+	}
+	return OpMapping{}, false
+}

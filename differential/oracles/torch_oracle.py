@@ -1,0 +1,348 @@
+"""PyTorch oracle for Tessera's differential suite (docs/differential.md).
+
+Every registry op maps to torch below. Where torch's semantics differ from Tessera's, the
+mapping emulates Tessera's contract and says so in the returned mode, so that the difference
+is visible in the report (and suites/differential tests it explicitly):
+  - float -> int casts saturate and send NaN to 0 (torch wraps or leaves it undefined);
+  - f64/int32 -> f16/bf16 casts round once (torch rounds through f32 first: double rounding);
+  - a half-precision op torch has no kernel for on this device runs in f32 and is rounded
+    once to the storage dtype (torch 1.13 CPU has almost no f16 kernels, and no bf16 mse);
+  - rmsnorm and, before torch 2.1, attention are composites computed in f32 (f64 for f64
+    inputs) and rounded once, since torch has no such op to call.
+"""
+
+import math
+import sys
+
+import proto
+
+HALF_NAMES = ("f16", "bf16")
+
+
+def setup():
+    import torch
+    import torch.nn.functional as F
+
+    return TorchBackend(torch, F)
+
+
+class TorchBackend:
+    def __init__(self, torch, F):
+        self.torch, self.F = torch, F
+        t = torch
+        self.dtypes = {"f64": t.float64, "f32": t.float32, "f16": t.float16, "bf16": t.bfloat16,
+                       "int8": t.int8, "int32": t.int32, "bool": t.bool, "uint8": t.uint8}
+        if hasattr(t, "float8_e4m3fn"):
+            self.dtypes["fp8e4m3"] = t.float8_e4m3fn
+            self.dtypes["fp8e5m2"] = t.float8_e5m2
+        self.names = {v: k for k, v in self.dtypes.items()}
+        self.native = False  # the current request's Options.native
+        # Reference arithmetic on CUDA: no TF32, no reduced-precision GEMM reductions.
+        cm = getattr(t.backends, "cuda", None)
+        if cm is not None:
+            cm.matmul.allow_tf32 = False
+            for flag in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+                try:
+                    setattr(cm.matmul, flag, False)
+                except (AttributeError, AssertionError):  # older torch: no such flag
+                    pass
+        if hasattr(t.backends, "cudnn"):
+            t.backends.cudnn.allow_tf32 = False
+        t.use_deterministic_algorithms(True, warn_only=True)
+
+    def info(self):
+        t = self.torch
+        devices = ["cpu"]
+        if t.cuda.is_available():
+            devices.append("cuda")
+        return {"version": t.__version__, "devices": devices, "float8": "fp8e4m3" in self.dtypes,
+                "cuda_device": t.cuda.get_device_name(0) if "cuda" in devices else ""}
+
+    # ---- transport
+
+    def device(self, name):
+        if name not in ("cpu", "cuda"):
+            raise ValueError("unknown device %r" % name)
+        if name == "cuda" and not self.torch.cuda.is_available():
+            raise proto.Unsupported("torch %s has no cuda device here" % self.torch.__version__)
+        return self.torch.device(name)
+
+    def dtype(self, name):
+        if name not in self.dtypes:
+            raise proto.Unsupported("torch %s has no dtype %s" % (self.torch.__version__, name))
+        return self.dtypes[name]
+
+    def decode(self, t, device):
+        dt = self.dtype(t["dtype"])
+        raw = proto.b64decode(t.get("data", ""))
+        n = proto.numel(t["shape"])
+        size = self.torch.empty(0, dtype=dt).element_size()
+        if len(raw) != n * size:
+            raise ValueError("input %s: %d bytes for %s%s" % (t["name"], len(raw), t["dtype"], t["shape"]))
+        x = self.torch.frombuffer(bytearray(raw), dtype=dt) if n else self.torch.empty(0, dtype=dt)
+        return x.reshape(t["shape"]).to(self.device(device))
+
+    def encode(self, name, x):
+        t = self.torch
+        x = x.detach().contiguous().cpu()
+        dt = self.names[x.dtype]
+        view = {"bf16": t.int16, "fp8e4m3": t.uint8, "fp8e5m2": t.uint8}.get(dt)
+        raw = (x.view(view) if view is not None else x).numpy().tobytes()
+        return {"name": name, "dtype": dt, "shape": list(x.shape), "data": proto.b64encode(raw)}
+
+    def describe(self, x):
+        return self.names.get(x.dtype, str(x.dtype)), tuple(x.shape)
+
+    # ---- evaluation
+
+    def apply(self, node, args, opts):
+        op = OPS.get(node["op"])
+        if op is None:
+            raise proto.Unsupported("no torch mapping for op %s" % node["op"])
+        self.native = opts.native
+        want = self.dtype(node["dtype"])
+        halves = [self.names.get(a.dtype) for a in args if self.names.get(a.dtype) in HALF_NAMES]
+        if halves and not opts.native and node["op"] in ROUNDS_INTERMEDIATES:
+            out, _ = with_mode(op(self, node, [upcast(self, a) for a in args]))
+            return out.to(want), "f32, rounded once (torch's own %s %s kernels may round intermediates)" % (
+                halves[0], node["op"])
+        try:
+            return with_mode(op(self, node, args))
+        except RuntimeError as e:
+            if not halves or "not implemented for" not in str(e):
+                raise
+            # No kernel for this half type on this device: compute in f32, round once.
+            out, _ = with_mode(op(self, node, [upcast(self, a) for a in args]))
+            return out.to(want), "f32, rounded once: torch %s has no %s %s kernel" % (
+                self.torch.__version__, opts.device, halves[0])
+
+    def opmath(self, x):
+        """The dtype composites compute in: f64 for f64 inputs, else f32."""
+        return self.torch.float64 if x.dtype == self.torch.float64 else self.torch.float32
+
+
+# Ops whose torch kernels for f16/bf16 round intermediate results to the storage dtype (seen
+# on torch 1.13's CPU kernels: up to 2 ulp of bf16 apart from one rounding of the f32 result).
+# Tessera computes them in f32 and rounds once, so the oracle does the same unless a request
+# asks for torch's native kernels. Sums and means get f32 accumulation through dtype= instead.
+ROUNDS_INTERMEDIATES = ("gelu", "silu", "layernorm", "mse_loss")
+
+
+def upcast(b, x):
+    return x.float() if b.names.get(x.dtype) in HALF_NAMES else x
+
+
+def attrs(node):
+    return node.get("attrs", {})
+
+
+def with_mode(res):
+    """An op returns a tensor (computed natively) or (tensor, how it was computed instead)."""
+    return res if isinstance(res, tuple) else (res, "native")
+
+
+def unary(name):
+    return lambda b, n, a: getattr(b.torch, name)(a[0])
+
+
+def binary(name):
+    return lambda b, n, a: getattr(b.torch, name)(a[0], a[1])
+
+
+def gelu(b, n, a):
+    approx = attrs(n).get("approx", "erf")
+    if approx not in ("erf", "tanh"):
+        raise ValueError("gelu approx %r is neither erf nor tanh" % approx)
+    return b.F.gelu(a[0], approximate="tanh" if approx == "tanh" else "none")
+
+
+COMPOSITE = "composite in f32 (f64 for f64), rounded once"
+
+INT_RANGE = {"int8": (-128, 127), "int32": (-2147483648, 2147483647)}
+
+
+def cast(b, n, a):
+    t, x = b.torch, a[0]
+    to = attrs(n)["to"]
+    tdt = b.dtype(to)
+    src = b.names[x.dtype]
+    if b.native:
+        return x.to(tdt)
+    if x.is_floating_point() and to in INT_RANGE:
+        lo, hi = INT_RANGE[to]
+        # f64 holds both int32 bounds exactly, so the clamp cannot round past them.
+        y = t.nan_to_num(x.double(), nan=0.0, posinf=float(hi), neginf=float(lo))
+        return y.clamp(lo, hi).trunc().to(tdt), "emulated: float->int saturates, NaN->0 (torch wraps)"
+    if to in HALF_NAMES and src in ("f64", "int32"):
+        return round_once(b, x.double(), tdt), "emulated: one rounding (torch rounds through f32)"
+    return x.to(tdt)
+
+
+def round_once(b, d, tdt):
+    """f64 -> f16/bf16 with one rounding: f64 -> f32 rounding to odd, then f32 -> target RNE.
+    Rounding to odd keeps the information that the f32 value was inexact, so the second
+    rounding cannot land on a false midpoint (f32 has more than two bits beyond either target)."""
+    t = b.torch
+    f = d.float()
+    fd = f.double()
+    toward_zero = t.where(fd.abs() > d.abs(), t.nextafter(f, t.zeros_like(f)), f)
+    inexact = (toward_zero.double() != d) & ~t.isnan(d)
+    odd = toward_zero.view(t.int32) | inexact.to(t.int32)
+    return odd.view(t.float32).to(tdt)
+
+
+def reduce_dims(b, x, node):
+    """The axes to reduce, sorted; None means every axis. An empty list never comes from a
+    Tessera graph (the verifier rejects axes=[]); torch would read it as every axis, Tessera as
+    none, so only a native request may send it, and gets torch's reading."""
+    axes = attrs(node).get("axes")
+    if axes is None:
+        return list(range(x.dim()))
+    if not axes and not b.native:
+        raise proto.Unsupported("axes=[]: Tessera's graph rejects it, torch would reduce every axis")
+    return sorted(a % x.dim() for a in axes)
+
+
+def accumulation(b, n, x):
+    """The dtype a sum or mean accumulates in. Tessera's contract: f32 for 16- and 8-bit floats
+    unless `accum` says otherwise. torch's own reductions of bf16 on the CPU round partial sums
+    to bf16 (torch 1.13), so the oracle asks torch for f32 accumulation explicitly; `accum`
+    equal to the storage dtype leaves torch to its own accumulation instead."""
+    accum = attrs(n).get("accum")
+    name = b.names[x.dtype]
+    if b.native and accum is None:
+        return None, "native"
+    if accum == name:
+        return None, "native accumulation (accum=%s)" % name
+    if accum is not None:
+        return b.dtype(accum), "accumulated in %s (accum), rounded once" % accum
+    if name in HALF_NAMES:
+        return b.torch.float32, "f32 accumulation (dtype=float32), rounded once"
+    return None, "native"
+
+
+def reduce_sum(b, n, a):
+    x = a[0]
+    dims, keep = reduce_dims(b, x, n), attrs(n).get("keepdims", False)
+    if x.dim() == 0:
+        return x.clone()
+    if not x.is_floating_point():
+        # Accumulate in int64 and wrap once: equal, modulo 2^bits, to wrapping every step.
+        return b.torch.sum(x.long(), dim=dims, keepdim=keep).to(x.dtype)
+    acc, how = accumulation(b, n, x)
+    return b.torch.sum(x, dim=dims, keepdim=keep, dtype=acc).to(x.dtype), how
+
+
+def reduce_max(b, n, a):
+    x = a[0]
+    dims = reduce_dims(b, x, n)
+    if x.dim() == 0:
+        return x.clone()
+    return b.torch.amax(x, dim=dims, keepdim=attrs(n).get("keepdims", False))
+
+
+def reduce_mean(b, n, a):
+    x = a[0]
+    dims = reduce_dims(b, x, n)
+    if x.dim() == 0:
+        return x.clone()
+    acc, how = accumulation(b, n, x)
+    return b.torch.mean(x, dim=dims, keepdim=attrs(n).get("keepdims", False), dtype=acc).to(x.dtype), how
+
+
+def softmax(b, n, a):
+    return b.F.softmax(a[0], dim=attrs(n).get("axis", -1))
+
+
+def log_softmax(b, n, a):
+    return b.F.log_softmax(a[0], dim=attrs(n).get("axis", -1))
+
+
+def layernorm(b, n, a):
+    x, g, beta = a
+    return b.F.layer_norm(x, (x.shape[-1],), g, beta, attrs(n).get("eps", 1e-5))
+
+
+def rmsnorm(b, n, a):
+    x, g = a
+    m = b.opmath(x)
+    xf = x.to(m)
+    r = b.torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + attrs(n).get("eps", 1e-6))
+    return (xf * r * g.to(m)).to(x.dtype), COMPOSITE
+
+
+def matmul(b, n, a):
+    t = b.torch
+    x, y = a
+    if attrs(n).get("transpose_a", False):
+        x = x.transpose(-1, -2)
+    if attrs(n).get("transpose_b", False):
+        y = y.transpose(-1, -2)
+    if x.is_floating_point():
+        return t.matmul(x, y)
+    # Integers: int64 products and sums, wrapped once at the end (equal modulo 2^bits to
+    # wrapping at every step). torch has no integer GEMM on CUDA, so this runs on the CPU.
+    out = t.matmul(x.cpu().long(), y.cpu().long()).to(x.dtype).to(x.device)
+    if x.device.type != "cpu":
+        return out, "int64 on the cpu (torch has no integer GEMM on %s)" % x.device.type
+    return out
+
+
+def attention(b, n, a):
+    t, F = b.torch, b.F
+    q, k, v = a
+    at = attrs(n)
+    causal = at.get("causal", False)
+    scale = at.get("scale", 1.0 / math.sqrt(q.shape[-1]))
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    if sdpa is not None:
+        try:
+            return sdpa(q, k, v, is_causal=causal, scale=scale)
+        except TypeError:
+            pass  # torch 2.0: no scale argument
+    # softmax(q k^T * scale, masked) v in f32 (f64 for f64), rounded once.
+    m = b.opmath(q)
+    s = t.matmul(q.to(m), k.to(m).transpose(-1, -2)) * scale
+    if causal:
+        keep = t.ones(s.shape[-2], s.shape[-1], dtype=t.bool, device=s.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    return t.matmul(F.softmax(s, dim=-1), v.to(m)).to(q.dtype), COMPOSITE
+
+
+def transpose(b, n, a):
+    return a[0].permute(*attrs(n)["perm"]).contiguous()
+
+
+def reshape(b, n, a):
+    return a[0].reshape(n["shape"])
+
+
+def slice_op(b, n, a):
+    at = attrs(n)
+    return a[0][tuple(slice(s, e) for s, e in zip(at["starts"], at["ends"]))].contiguous()
+
+
+def concat(b, n, a):
+    return b.torch.cat(a, dim=attrs(n)["axis"])
+
+
+def mse_loss(b, n, a):
+    return b.F.mse_loss(a[0], a[1])
+
+
+OPS = {
+    "neg": unary("neg"), "abs": unary("abs"), "relu": unary("relu"), "exp": unary("exp"),
+    "log": unary("log"), "sqrt": unary("sqrt"), "rsqrt": unary("rsqrt"), "tanh": unary("tanh"),
+    "sigmoid": unary("sigmoid"), "silu": lambda b, n, a: b.F.silu(a[0]), "gelu": gelu,
+    "add": binary("add"), "sub": binary("sub"), "mul": binary("mul"), "div": binary("div"),
+    "maximum": binary("maximum"), "minimum": binary("minimum"),
+    "cast": cast,
+    "reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_mean": reduce_mean,
+    "softmax": softmax, "log_softmax": log_softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
+    "matmul": matmul, "batch_matmul": matmul, "attention": attention,
+    "transpose": transpose, "reshape": reshape, "slice": slice_op, "concat": concat,
+    "mse_loss": mse_loss,
+}
+
+if __name__ == "__main__":
+    sys.exit(proto.serve("torch", setup))
