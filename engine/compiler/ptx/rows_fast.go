@@ -43,7 +43,7 @@ const (
 // rowsOps are the instruction forms the fast row kernels add to the emitter's table.
 var rowsOps = []string{
 	"ld.global.b32", "ld.global.v2.b32", "ld.global.v4.b32", "st.global.v2.b32", "st.global.v4.b32",
-	"shfl.sync.bfly.b32", "max.NaN.f32", "fma.rn.f32", "neg.f32", "ex2.approx.f32",
+	"shfl.sync.bfly.b32", "max.NaN.f32", "fma.rn.f32", "neg.f32", "ex2.approx.ftz.f32",
 	"cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32", "or.b32", "setp.ne.u32",
 }
 
@@ -160,7 +160,9 @@ func (g *rowsGen) module() *Module {
 		}
 		fmt.Fprintf(&b, "\n\t.param .u64 %s_p%d", g.entry, i)
 	}
-	fmt.Fprintf(&b, "\n)\n.maxntid %d, 1, 1\n{\n", g.T)
+	// At least 1024 threads per SM: while one CTA waits for its row another computes. This caps
+	// ptxas at 64 registers a thread, enough for the 32 values a thread may hold.
+	fmt.Fprintf(&b, "\n)\n.maxntid %d, 1, 1\n.minnctapersm %d\n{\n", g.T, max(1, 1024/g.T))
 	b.WriteString(g.e.decls())
 	b.WriteString(g.e.w.String())
 	b.WriteString("}\n")
@@ -463,7 +465,9 @@ var (
 // exp is exp(d) in f32 for d <= 0 or NaN (the softmax argument x - max): t = d*log2e as an
 // unevaluated sum t + lo (the product's rounding error by an FMA, plus d times log2e's own
 // f32 error), 2^t by ex2.approx, and the factor 2^lo ~ 1 + lo*ln2 applied by one FMA. d is
-// first clamped to -104, where exp rounds to 0, so no infinity enters the FMAs.
+// first clamped to -104, where exp rounds to 0, so no infinity enters the FMAs. The .ftz form
+// (one MUFU.EX2, where the plain form adds a rescaling around it) flushes results below
+// 2^-126 to 0: terms under 1.2e-38 of a sum that holds at least the 1 of the maximum.
 func (g *rowsGen) exp(d string) string {
 	e := g.e
 	c := g.f32op("max.NaN.f32", d, f32lit(rowsExpClamp))
@@ -476,7 +480,7 @@ func (g *rowsGen) exp(d string) string {
 	e.op("fma.rn.f32", lo2, c, f32lit(rowsLog2eLo), lo)
 	corr := g.f32op("mul.rn.f32", lo2, f32lit(rowsLn2))
 	y := e.reg("f")
-	e.op("ex2.approx.f32", y, t)
+	e.op("ex2.approx.ftz.f32", y, t)
 	r := e.reg("f")
 	e.op("fma.rn.f32", r, y, corr, y)
 	return r

@@ -235,14 +235,17 @@ func TestRowsExpReduction(t *testing.T) {
 		lo2 := float32(float64(c)*float64(rowsLog2eLo) + float64(lo))
 		corr := lo2 * rowsLn2
 		y := float32(math.Exp2(float64(tt)))
+		if y < 0x1p-126 { // ex2.approx.ftz
+			y = 0
+		}
 		return float32(float64(y)*float64(corr) + float64(y))
 	}
 	worst := 0.0
 	for i := 0; i <= 200000; i++ {
 		d := float32(-104 * float64(i) / 200000)
 		got, want := model(d), math.Exp(float64(d))
-		if want < 0x1p-126 { // subnormal results: absolute error only
-			if math.Abs(float64(got)-want) > 0x1p-149 {
+		if want < 0x1p-125 { // subnormal results flush to 0: absolute error only
+			if math.Abs(float64(got)-want) > 0x1p-125 {
 				t.Fatalf("exp(%g) = %g, want %g", d, got, want)
 			}
 			continue

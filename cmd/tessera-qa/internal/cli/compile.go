@@ -92,7 +92,13 @@ and the schedule hash.
 			case len(after) == 0:
 				io.WriteString(out, compiler.FormatSchedules(p.Schedules))
 			}
-			fmt.Fprintf(out, "schedule-hash %s (%d kernels)\n", p.ScheduleHash, len(p.Kernels))
+			// Under --target ptx the output is PTX, so the hash line is a PTX comment: a
+			// one-kernel graph's output then goes straight to ptxas.
+			prefix := ""
+			if target == "ptx" {
+				prefix = "// "
+			}
+			fmt.Fprintf(out, "%sschedule-hash %s (%d kernels)\n", prefix, p.ScheduleHash, len(p.Kernels))
 			return e.writeJSON(jsonPath, compileReport(g, p))
 		}),
 	}

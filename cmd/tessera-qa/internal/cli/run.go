@@ -19,6 +19,7 @@ func newRunCmd(e *env) *cobra.Command {
 	var (
 		opts     job.Options
 		jsonPath string
+		dbPath   string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -61,6 +62,7 @@ passed, 1 when any failed, 3 when --backend names a backend that cannot run here
 			if err != nil {
 				return err
 			}
+			ingestRunResults(cmd.Context(), w, e.stderr, dbPath, opts.OutDir, rep.ResultsPath)
 			printRunSummary(w, rep)
 			if err := e.writeJSON(jsonPath, runJSON{Report: rep, Passed: rep.OK(), Version: version.Version}); err != nil {
 				return err
@@ -79,6 +81,7 @@ passed, 1 when any failed, 3 when --backend names a backend that cannot run here
 	f.StringSliceVar(&opts.Suites, "suite", nil, "run only these suites: golden, determinism, smoke (comma-separated)")
 	f.IntVar(&opts.Workers, "workers", 0, "cases run concurrently (default: GOMAXPROCS)")
 	addJSONFlag(cmd, &jsonPath)
+	addRunDBFlag(cmd, &dbPath)
 	return cmd
 }
 

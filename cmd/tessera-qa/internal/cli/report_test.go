@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tessera-qa/tessera-qa/harness/report"
+	"github.com/tessera-qa/tessera-qa/harness/report/synth"
+)
+
+const reportFixtures = "../../../../harness/report/testdata/"
+
+func TestReportIngestAndStatus(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "h.db")
+	o := cli(t, "report", "ingest", "--db", db, "--branch", "main", "--event", "nightly",
+		reportFixtures+"results.json", reportFixtures+"ginkgo.json", reportFixtures+"bench.json")
+	o.want(t, ExitOK, "")
+	for _, want := range []string{"run 1: ", "(results, 2 rows)", "(ginkgo, 4 rows)", "(bench, 2 rows)"} {
+		if !strings.Contains(o.stdout, want) {
+			t.Errorf("ingest output lacks %q:\n%s", want, o.stdout)
+		}
+	}
+	o = cli(t, "report", "ingest", "--db", db, "--branch", "main", "--event", "nightly", reportFixtures+"results.json")
+	o.want(t, ExitOK, "")
+	if !strings.Contains(o.stdout, "already stored as run 1") {
+		t.Errorf("re-ingest: %s", o.stdout)
+	}
+	o = cli(t, "report", "status", "--db", db, "--json", "-")
+	o.want(t, ExitOK, "")
+	var ov report.Overview
+	mustJSON(t, o.stdout, &ov)
+	if ov.Runs != 3 || len(ov.Suites) != 2 || len(ov.Flaky) != 1 {
+		t.Errorf("status: %d runs, %d suites, %d flaky; want 3, 2, 1", ov.Runs, len(ov.Suites), len(ov.Flaky))
+	}
+	cli(t, "report", "flaky", "--db", db).want(t, ExitOK, "")
+	cli(t, "report", "series", "--db", db).want(t, ExitOK, "")
+	cli(t, "report", "series", "--db", db, "nosuch").want(t, ExitUsage, "E_INPUT")
+	// Reading verbs never create a store: a mistyped --db is an error.
+	missing := filepath.Join(t.TempDir(), "typo.db")
+	cli(t, "report", "status", "--db", missing).want(t, ExitUsage, "E_INPUT")
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("report status created a store")
+	}
+}
+
+func TestReportIngestRefusesBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "h.db")
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`[{"schema":1,"suite":"s","case":"c\u0000","device_class":"d","verdict":"pass"}]`), 0o644)
+	// The good file is stored, the bad one refused with one line, and the exit status says so.
+	o := cli(t, "report", "ingest", "--db", db, bad, reportFixtures+"results.json")
+	if o.code != ExitUsage || !strings.Contains(o.stdout, "run 1: ") {
+		t.Fatalf("exit %d\n%s\n%s", o.code, o.stdout, o.stderr)
+	}
+	if tok := o.errToken(t); tok != "E_INPUT" || !strings.Contains(o.stderr, "bad.json") {
+		t.Fatalf("error line %q", o.stderr)
+	}
+	o = cli(t, "report", "ingest", "--check", bad)
+	o.want(t, ExitUsage, "E_INPUT")
+	cli(t, "report", "ingest", "--check", reportFixtures+"bench.json").want(t, ExitOK, "")
+	cli(t, "report", "ingest", "--db", db).want(t, ExitUsage, "E_INPUT")
+	cli(t, "report", "ingest", "--db", db, "--env", "novalue", reportFixtures+"bench.json").want(t, ExitUsage, "E_INPUT")
+}
+
+func TestGateOnSyntheticHistory(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "h.db")
+	ctx := context.Background()
+	h, err := report.Open(ctx, db, report.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := synth.Write(ctx, h, synth.Options{Seed: 2})
+	h.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cli(t, "gate", "--baseline", "main", "--db", db)
+	o.want(t, ExitFailed, "")
+	lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "BLOCK perf") || !strings.HasPrefix(lines[1], "BLOCK repro") ||
+		!strings.HasPrefix(lines[2], "gate BLOCKED") || !strings.Contains(lines[0], plan.Slow.ID()) {
+		t.Fatalf("gate output:\n%s", o.stdout)
+	}
+	// Without reasons, no decision is recorded.
+	cli(t, "report", "ack", "perf", "--db", db, "--series", plan.Slow.ID()).want(t, ExitUsage, "E_INPUT")
+	cli(t, "report", "ack", "perf", "--db", db, "--series", plan.Slow.ID(), "--reason", "accepted for the new f16 path", "--by", "ci").want(t, ExitOK, "")
+	cli(t, "report", "ack", "repro", "--db", db, "--suite", "golden", "--case", plan.ChangedCase.Case,
+		"--device-class", "cpu/amd64", "--reason", "tiling changed on purpose").want(t, ExitOK, "")
+	o = cli(t, "gate", "--db", db)
+	o.want(t, ExitOK, "")
+	if !strings.HasPrefix(o.stdout, "ACKED perf") || !strings.Contains(o.stdout, "accepted for the new f16 path") {
+		t.Fatalf("gate after acks:\n%s", o.stdout)
+	}
+	o = cli(t, "report", "acks", "--db", db)
+	if !strings.Contains(o.stdout, "perf "+plan.Slow.ID()) || !strings.Contains(o.stdout, "tiling changed on purpose") {
+		t.Fatalf("acks:\n%s", o.stdout)
+	}
+	cli(t, "report", "baseline", "reset", "--db", db, "--series", plan.Noisy.ID(), "--reason", "new driver").want(t, ExitOK, "")
+	o = cli(t, "report", "series", "--db", db, plan.Noisy.ID())
+	if !strings.Contains(o.stdout, "baseline at run") || !strings.Contains(o.stdout, "new driver") {
+		t.Fatalf("series after reset:\n%s", o.stdout)
+	}
+	// An older commit's runs can be judged too; a commit not in the store is bad input.
+	cli(t, "gate", "--db", db, "--commit", plan.Commits[5]).want(t, ExitOK, "")
+	cli(t, "gate", "--db", db, "--commit", "nosuch").want(t, ExitUsage, "E_INPUT")
+	cli(t, "gate", "--db", filepath.Join(t.TempDir(), "empty.db")).want(t, ExitUsage, "E_INPUT")
+}
+
+func TestRunStoresItsResults(t *testing.T) {
+	out := t.TempDir()
+	o := cli(t, "run", "--suite", "smoke", "--smoke", "3", "--seed", "1", "--out", out)
+	o.want(t, ExitOK, "")
+	if !strings.Contains(o.stdout, "history "+filepath.Join(out, "results.db")+" (run 1)") {
+		t.Fatalf("run output lacks the history line:\n%s", o.stdout)
+	}
+	o = cli(t, "report", "status", "--db", filepath.Join(out, "results.db"), "--json", "-")
+	var ov report.Overview
+	mustJSON(t, o.stdout, &ov)
+	if ov.Runs != 1 || len(ov.Suites) != 1 || ov.Suites[0].Suite != "smoke" || ov.Suites[0].Pass != 3 {
+		t.Fatalf("stored run: %+v", ov.Suites)
+	}
+	// A store that cannot be opened costs a warning, never the results or the exit status.
+	blocker := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(blocker, nil, 0o644)
+	out2 := t.TempDir()
+	o = cli(t, "run", "--suite", "smoke", "--smoke", "2", "--seed", "1", "--out", out2, "--db", filepath.Join(blocker, "sub", "x.db"))
+	o.want(t, ExitOK, "")
+	if !strings.Contains(o.stderr, "warning: results not stored") || !strings.Contains(o.stderr, "report ingest "+filepath.Join(out2, "results.json")) {
+		t.Fatalf("no warning:\n%s", o.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out2, "results.json")); err != nil {
+		t.Fatal(err)
+	}
+	o = cli(t, "run", "--suite", "smoke", "--smoke", "2", "--seed", "1", "--out", t.TempDir(), "--db", "none")
+	o.want(t, ExitOK, "")
+	if strings.Contains(o.stdout, "history ") {
+		t.Fatalf("--db none still stored:\n%s", o.stdout)
+	}
+}

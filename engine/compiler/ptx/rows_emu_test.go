@@ -1,0 +1,459 @@
+package ptx
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+// A small PTX interpreter for the instruction forms the fast row kernels use, so that their
+// PTX can be run on machines without a GPU: one goroutine per thread, warp shuffles and
+// bar.sync as rendezvous, global memory as bounds-checked buffers. Semantics follow the PTX
+// ISA; ex2.approx is taken exact, and cvt to bf16/f16 of a NaN gives the hardware's 0x7FFF /
+// 0x7FFF rather than the engine's canonical NaN, so the kernels' own canonicalisation is what
+// the tests see. It checks what ptxas cannot: that the kernel computes the right function.
+
+type emuOperand struct {
+	kind  byte // 'r' register, 'i' immediate, 's' special/symbol, 'a' address, 'v' vector, 'l' label, 'p' param
+	reg   int
+	imm   uint64
+	regs  []int
+	name  string
+	param int
+}
+
+type emuInstr struct {
+	guard  int // register index of the guard predicate, -1 for none
+	negate bool
+	op     string
+	args   []emuOperand
+	line   string
+}
+
+type emuModule struct {
+	code   []emuInstr
+	labels map[string]int
+	nregs  int
+}
+
+// emuParse reads the body of a generated module.
+func emuParse(text string) (*emuModule, error) {
+	m := &emuModule{labels: map[string]int{}}
+	regs := map[string]int{}
+	reg := func(name string) int {
+		if i, ok := regs[name]; ok {
+			return i
+		}
+		regs[name] = len(regs)
+		return regs[name]
+	}
+	body := text[strings.Index(text, "{\n")+2:]
+	for _, line := range strings.Split(body, "\n") {
+		s := strings.TrimSpace(line)
+		if s == "" || s == "}" || strings.HasPrefix(s, "//") || strings.HasPrefix(s, ".reg") {
+			continue
+		}
+		if strings.HasSuffix(s, ":") {
+			m.labels[strings.TrimSuffix(s, ":")] = len(m.code)
+			continue
+		}
+		s = strings.TrimSuffix(s, ";")
+		in := emuInstr{guard: -1, line: s}
+		if strings.HasPrefix(s, "@") {
+			g, rest, _ := strings.Cut(s, " ")
+			g = strings.TrimPrefix(g, "@")
+			if strings.HasPrefix(g, "!") {
+				in.negate, g = true, g[1:]
+			}
+			in.guard, s = reg(g), rest
+		}
+		op, rest, _ := strings.Cut(s, " ")
+		in.op = op
+		if rest != "" {
+			for _, a := range strings.Split(rest, ", ") {
+				o, err := emuOperandOf(a, reg)
+				if err != nil {
+					return nil, fmt.Errorf("%q: %v", s, err)
+				}
+				in.args = append(in.args, o)
+			}
+		}
+		m.code = append(m.code, in)
+	}
+	m.nregs = len(regs)
+	return m, nil
+}
+
+func emuOperandOf(a string, reg func(string) int) (emuOperand, error) {
+	switch {
+	case strings.HasPrefix(a, "{"):
+		var rs []int
+		for _, r := range strings.Split(strings.Trim(a, "{}"), ",") {
+			rs = append(rs, reg(r))
+		}
+		return emuOperand{kind: 'v', regs: rs}, nil
+	case strings.HasPrefix(a, "["):
+		in := strings.Trim(a, "[]")
+		if strings.HasPrefix(in, "tq_") {
+			i := strings.LastIndex(in, "_p")
+			n, err := strconv.Atoi(in[i+2:])
+			return emuOperand{kind: 'p', param: n}, err
+		}
+		base, off, _ := strings.Cut(in, "+")
+		o := emuOperand{kind: 'a', reg: reg(base)}
+		if off != "" {
+			n, err := strconv.ParseInt(off, 10, 64)
+			if err != nil {
+				return o, err
+			}
+			o.imm = uint64(n)
+		}
+		return o, nil
+	case a == "%tid.x" || a == "%ctaid.x" || a == "tq_smem":
+		return emuOperand{kind: 's', name: a}, nil
+	case strings.HasPrefix(a, "$L"):
+		return emuOperand{kind: 'l', name: a}, nil
+	case strings.HasPrefix(a, "%"):
+		return emuOperand{kind: 'r', reg: reg(a)}, nil
+	case strings.HasPrefix(a, "0f"), strings.HasPrefix(a, "0d"), strings.HasPrefix(a, "0x"):
+		v, err := strconv.ParseUint(a[2:], 16, 64)
+		return emuOperand{kind: 'i', imm: v}, err
+	}
+	v, err := strconv.ParseInt(a, 10, 64)
+	return emuOperand{kind: 'i', imm: uint64(v)}, err
+}
+
+// emuBarrier is a reusable rendezvous of n goroutines.
+type emuBarrier struct {
+	n, count, gen int
+	mu            sync.Mutex
+	c             *sync.Cond
+}
+
+func newEmuBarrier(n int) *emuBarrier {
+	b := &emuBarrier{n: n}
+	b.c = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *emuBarrier) wait() {
+	b.mu.Lock()
+	g := b.gen
+	b.count++
+	if b.count == b.n {
+		b.count, b.gen = 0, b.gen+1
+		b.c.Broadcast()
+	} else {
+		for g == b.gen {
+			b.c.Wait()
+		}
+	}
+	b.mu.Unlock()
+}
+
+// emuCTA is one CTA's shared state.
+type emuCTA struct {
+	m       *emuModule
+	global  [][]byte // per param; a param's address is (index+1) << 40
+	shared  []byte
+	ctaid   int
+	cta     *emuBarrier
+	warps   []*emuBarrier
+	shuffle [][32]uint64
+}
+
+const emuSpace = 40
+
+// emuRun runs every CTA of a module, one after the other, with threads threads each.
+func emuRun(m *emuModule, mod *Module, global [][]byte) error {
+	for c := range mod.Grid[0] {
+		nw := (mod.Threads + 31) / 32
+		cta := &emuCTA{m: m, global: global, shared: make([]byte, mod.SharedBytes), ctaid: c, cta: newEmuBarrier(mod.Threads),
+			shuffle: make([][32]uint64, nw)}
+		for range nw {
+			cta.warps = append(cta.warps, newEmuBarrier(32))
+		}
+		errc := make(chan error, mod.Threads)
+		for t := range mod.Threads {
+			go func() { errc <- cta.thread(t) }()
+		}
+		timeout := time.After(20 * time.Second)
+		for range mod.Threads {
+			select {
+			case err := <-errc:
+				if err != nil {
+					return fmt.Errorf("cta %d: %v", c, err)
+				}
+			case <-timeout:
+				return fmt.Errorf("cta %d: threads did not finish (a divergent barrier or shuffle?)", c)
+			}
+		}
+	}
+	return nil
+}
+
+func f32of(v uint64) float32 { return math.Float32frombits(uint32(v)) }
+func f64of(v uint64) float64 { return math.Float64frombits(v) }
+func b32(f float32) uint64   { return uint64(math.Float32bits(f)) }
+func b64(f float64) uint64   { return math.Float64bits(f) }
+
+// emuHalf rounds like cvt.rn.{bf16,f16}.f32, a NaN becoming the hardware's 0x7FFF.
+func emuHalf(dt numerics.DType, f float32) uint64 {
+	if f != f {
+		return 0x7FFF
+	}
+	return numerics.Encode(dt, float64(f))
+}
+
+func (c *emuCTA) thread(tid int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("thread %d: %v", tid, r)
+		}
+	}()
+	regs := make([]uint64, c.m.nregs)
+	val := func(o emuOperand) uint64 {
+		switch o.kind {
+		case 'r':
+			return regs[o.reg]
+		case 'i':
+			return o.imm
+		case 's':
+			switch o.name {
+			case "%tid.x":
+				return uint64(tid)
+			case "%ctaid.x":
+				return uint64(c.ctaid)
+			}
+			return 0 // tq_smem: shared addresses start at 0
+		}
+		panic(fmt.Sprintf("operand kind %c has no value", o.kind))
+	}
+	mem := func(o emuOperand, n int, shared bool) []byte {
+		addr := regs[o.reg] + o.imm
+		if shared {
+			if addr+uint64(n) > uint64(len(c.shared)) {
+				panic(fmt.Sprintf("shared access %d+%d beyond %d bytes", addr, n, len(c.shared)))
+			}
+			return c.shared[addr : addr+uint64(n)]
+		}
+		buf, off := int(addr>>emuSpace)-1, addr&(1<<emuSpace-1)
+		if buf < 0 || buf >= len(c.global) || off+uint64(n) > uint64(len(c.global[buf])) || addr%uint64(n) != 0 {
+			panic(fmt.Sprintf("global access %d bytes at param %d offset %d: outside its %d bytes or misaligned", n, buf, off, len(c.global[max(buf, 0)%len(c.global)])))
+		}
+		return c.global[buf][off : off+uint64(n)]
+	}
+	lane, warp := tid%32, tid/32
+	for pc := 0; pc < len(c.m.code); pc++ {
+		in := &c.m.code[pc]
+		if in.guard >= 0 && (regs[in.guard] != 0) == in.negate {
+			continue
+		}
+		a := in.args
+		set := func(v uint64) { regs[a[0].reg] = v }
+		x := func(i int) uint64 { return val(a[i]) }
+		fx := func(i int) float32 { return f32of(x(i)) }
+		dx := func(i int) float64 { return f64of(x(i)) }
+		bo := func(p bool) uint64 {
+			if p {
+				return 1
+			}
+			return 0
+		}
+		switch in.op {
+		case "ret":
+			return nil
+		case "bra":
+			pc = c.m.labels[a[0].name] - 1
+		case "bar.sync":
+			c.cta.wait()
+		case "shfl.sync.bfly.b32":
+			c.shuffle[warp][lane] = x(1)
+			c.warps[warp].wait()
+			v := c.shuffle[warp][lane^int(x(2))]
+			c.warps[warp].wait()
+			set(v)
+		case "ld.param.u64":
+			set(uint64(a[1].param+1) << emuSpace)
+		case "cvta.to.global.u64", "mov.b32", "mov.u32", "mov.b64", "mov.u64", "mov.f32", "mov.f64", "mov.b16":
+			set(x(1))
+		case "ld.global.b16":
+			set(uint64(binary.LittleEndian.Uint16(mem(a[1], 2, false))))
+		case "ld.global.b32":
+			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, false))))
+		case "ld.global.v2.b32", "ld.global.v4.b32":
+			b := mem(a[1], 4*len(a[0].regs), false)
+			for i, r := range a[0].regs {
+				regs[r] = uint64(binary.LittleEndian.Uint32(b[4*i:]))
+			}
+		case "st.global.b16":
+			binary.LittleEndian.PutUint16(mem(a[0], 2, false), uint16(x(1)))
+		case "st.global.b32":
+			binary.LittleEndian.PutUint32(mem(a[0], 4, false), uint32(x(1)))
+		case "st.global.v2.b32", "st.global.v4.b32":
+			b := mem(a[0], 4*len(a[1].regs), false)
+			for i, r := range a[1].regs {
+				binary.LittleEndian.PutUint32(b[4*i:], uint32(regs[r]))
+			}
+		case "ld.shared.f32":
+			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, true))))
+		case "st.shared.f32":
+			binary.LittleEndian.PutUint32(mem(a[0], 4, true), uint32(x(1)))
+		// 32-bit integers
+		case "shr.u32":
+			set(uint64(uint32(x(1)) >> x(2)))
+		case "shl.b32":
+			set(uint64(uint32(x(1)) << x(2)))
+		case "and.b32":
+			set(uint64(uint32(x(1) & x(2))))
+		case "or.b32":
+			set(uint64(uint32(x(1) | x(2))))
+		case "add.s32":
+			set(uint64(uint32(x(1) + x(2))))
+		case "mad.lo.s32":
+			set(uint64(uint32(x(1)*x(2) + x(3))))
+		case "rem.u32":
+			set(uint64(uint32(x(1)) % uint32(x(2))))
+		case "div.u32":
+			set(uint64(uint32(x(1)) / uint32(x(2))))
+		case "setp.lt.s32":
+			set(bo(int32(x(1)) < int32(x(2))))
+		case "setp.lt.u32":
+			set(bo(uint32(x(1)) < uint32(x(2))))
+		case "setp.ne.u32":
+			set(bo(uint32(x(1)) != uint32(x(2))))
+		case "cvt.u32.u16":
+			set(x(1) & 0xFFFF)
+		case "cvt.u16.u32":
+			set(x(1) & 0xFFFF)
+		case "selp.b32", "selp.b16", "selp.f32", "selp.f64", "selp.b64":
+			if x(3) != 0 {
+				set(x(1))
+			} else {
+				set(x(2))
+			}
+		// 64-bit integers
+		case "mul.wide.s32":
+			set(uint64(int64(int32(x(1))) * int64(int32(x(2)))))
+		case "mad.wide.s32":
+			set(uint64(int64(int32(x(1)))*int64(int32(x(2)))) + x(3))
+		case "mad.lo.s64":
+			set(x(1)*x(2) + x(3))
+		case "add.s64":
+			set(x(1) + x(2))
+		case "sub.s64":
+			set(x(1) - x(2))
+		case "and.b64":
+			set(x(1) & x(2))
+		case "or.b64":
+			set(x(1) | x(2))
+		case "shl.b64":
+			set(x(1) << min(x(2), 64))
+		case "shr.u64":
+			set(x(1) >> min(x(2), 64))
+		case "cvt.u32.u64":
+			set(x(1) & 0xFFFFFFFF)
+		case "setp.lt.u64":
+			set(bo(x(1) < x(2)))
+		case "setp.lt.s64":
+			set(bo(int64(x(1)) < int64(x(2))))
+		case "setp.eq.s64":
+			set(bo(x(1) == x(2)))
+		case "and.pred":
+			set(x(1) & x(2))
+		case "or.pred":
+			set(x(1) | x(2))
+		case "not.pred":
+			set(1 - x(1))
+		// f32
+		case "add.rn.f32":
+			set(b32(fx(1) + fx(2)))
+		case "sub.rn.f32":
+			set(b32(fx(1) - fx(2)))
+		case "mul.rn.f32":
+			set(b32(fx(1) * fx(2)))
+		case "div.rn.f32":
+			set(b32(fx(1) / fx(2)))
+		case "fma.rn.f32":
+			set(b32(float32(math.FMA(float64(fx(1)), float64(fx(2)), float64(fx(3))))))
+		case "neg.f32":
+			set(x(1) ^ 0x80000000)
+		case "ex2.approx.ftz.f32":
+			v := fx(1)
+			if math.Abs(float64(v)) < 0x1p-126 {
+				v = 0
+			}
+			r := float32(math.Exp2(float64(v)))
+			if r < 0x1p-126 {
+				r = 0
+			}
+			set(b32(r))
+		case "max.NaN.f32":
+			p, q := fx(1), fx(2)
+			switch {
+			case p != p || q != q:
+				set(0x7FFFFFFF)
+			case p == q:
+				set(x(1) & x(2)) // +0 wins over -0
+			default:
+				set(b32(max(p, q)))
+			}
+		case "setp.nan.f32":
+			set(bo(fx(1) != fx(1) || fx(2) != fx(2)))
+		case "cvt.f32.f16":
+			set(b32(float32(numerics.Decode(numerics.F16, x(1)&0xFFFF))))
+		case "cvt.rn.bf16.f32":
+			set(emuHalf(numerics.BF16, fx(1)))
+		case "cvt.rn.f16.f32":
+			set(emuHalf(numerics.F16, fx(1)))
+		case "cvt.rn.bf16x2.f32":
+			set(emuHalf(numerics.BF16, fx(1))<<16 | emuHalf(numerics.BF16, fx(2)))
+		case "cvt.rn.f16x2.f32":
+			set(emuHalf(numerics.F16, fx(1))<<16 | emuHalf(numerics.F16, fx(2)))
+		// f64
+		case "cvt.f64.f32":
+			set(b64(float64(fx(1))))
+		case "cvt.rn.f32.f64":
+			set(b32(float32(dx(1))))
+		case "cvt.rn.f64.s64":
+			set(b64(float64(int64(x(1)))))
+		case "add.rn.f64":
+			set(b64(dx(1) + dx(2)))
+		case "sub.rn.f64":
+			set(b64(dx(1) - dx(2)))
+		case "mul.rn.f64":
+			set(b64(dx(1) * dx(2)))
+		case "div.rn.f64":
+			set(b64(dx(1) / dx(2)))
+		case "fma.rn.f64":
+			set(b64(math.FMA(dx(1), dx(2), dx(3))))
+		case "sqrt.rn.f64":
+			set(b64(math.Sqrt(dx(1))))
+		case "neg.f64":
+			set(x(1) ^ 1<<63)
+		case "abs.f64":
+			set(x(1) &^ (1 << 63))
+		case "setp.lt.f64":
+			set(bo(dx(1) < dx(2)))
+		case "setp.le.f64":
+			set(bo(dx(1) <= dx(2)))
+		case "setp.gt.f64":
+			set(bo(dx(1) > dx(2)))
+		case "setp.ge.f64":
+			set(bo(dx(1) >= dx(2)))
+		case "setp.eq.f64":
+			set(bo(dx(1) == dx(2)))
+		case "setp.nan.f64":
+			set(bo(dx(1) != dx(1) || dx(2) != dx(2)))
+		default:
+			return fmt.Errorf("emulator: no semantics for %q", in.line)
+		}
+	}
+	return nil
+}

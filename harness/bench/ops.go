@@ -1,0 +1,254 @@
+package bench
+
+import (
+	"math"
+	"slices"
+
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/harness"
+)
+
+var (
+	f32, bf16 = numerics.F32, numerics.BF16
+)
+
+// opDef is one benchmark op: how to build it in the engine, how big a shape is, what it costs
+// and how its output is judged. The torch side is the op of the same name in torch_bench.py.
+type opDef struct {
+	name   string
+	dims   []string // what each shape dim means, e.g. M N K
+	dtypes []numerics.DType
+	shapes [][]int
+	inputs func(shape []int) []input
+	build  func(b *graph.Builder, in []*graph.Value) *graph.Value
+	flops  func(shape []int) float64
+	// reduce is the reduction length that scales the tolerance (docs/tolerances.md).
+	reduce func(shape []int) int
+	tol    func(dt numerics.DType, k int) harness.Tolerance
+	// slice gives the input shapes of the small reference check that keeps r rows (queries,
+	// rows of A, ...). Each sliced input is a prefix of the full input's data and the slice's
+	// output a prefix of the full output's, so no gather is needed.
+	slice func(shape []int, r int) [][]int
+}
+
+// input is one graph input: its shape and distribution.
+type input struct {
+	name  string
+	shape []int
+	dist  harness.Dist
+}
+
+var (
+	distNormal = harness.Dist{Kind: harness.DistNormal}
+	distLogits = harness.Dist{Kind: harness.DistUniform, Lo: -4, Hi: 4}
+	distGamma  = harness.Dist{Kind: harness.DistUniform, Lo: 0.5, Hi: 1.5}
+)
+
+func rowsInputs(names ...string) func(shape []int) []input {
+	return func(s []int) []input {
+		var in []input
+		for _, n := range names {
+			switch n {
+			case "gamma":
+				in = append(in, input{n, []int{s[1]}, distGamma})
+			case "beta":
+				in = append(in, input{n, []int{s[1]}, distNormal})
+			case "logits":
+				in = append(in, input{"x", slices.Clone(s), distLogits})
+			default:
+				in = append(in, input{n, slices.Clone(s), distNormal})
+			}
+		}
+		return in
+	}
+}
+
+// rowsSlice keeps r rows of every [R, C] input; per-column inputs (gamma, beta) stay whole.
+func rowsSlice(names ...string) func(s []int, r int) [][]int {
+	return func(s []int, r int) [][]int {
+		var out [][]int
+		for _, n := range names {
+			if n == "gamma" || n == "beta" {
+				out = append(out, []int{s[1]})
+			} else {
+				out = append(out, []int{r, s[1]})
+			}
+		}
+		return out
+	}
+}
+
+func cols(s []int) int { return s[1] }
+
+func none([]int) float64 { return 0 }
+
+// Tolerance rules, as the golden catalogue's (golden/tolerance.go): reductions scale the
+// default with sqrt(k); probabilities and attention outputs keep the default atol.
+func tolReduce(dt numerics.DType, k int) harness.Tolerance {
+	return harness.DefaultTolerance(dt).ForReduction(k)
+}
+
+func tolProb(dt numerics.DType, k int) harness.Tolerance {
+	d := harness.DefaultTolerance(dt)
+	t := d.ForReduction(k)
+	t.ATol = d.ATol
+	return t
+}
+
+func tolAttention(dt numerics.DType, k int) harness.Tolerance {
+	t := tolProb(dt, k)
+	switch dt {
+	case numerics.F16:
+		t.ATol = math.Ldexp(1, -11)
+	case numerics.BF16:
+		t.ATol = math.Ldexp(1, -8)
+	}
+	return t
+}
+
+func tolExact(numerics.DType, int) harness.Tolerance { return harness.Bitwise() }
+
+func one(op string, attrs graph.Attrs) func(b *graph.Builder, in []*graph.Value) *graph.Value {
+	return func(b *graph.Builder, in []*graph.Value) *graph.Value { return b.Op(op, attrs, in...) }
+}
+
+// ops is the benchmark table, in the order rows are run and printed. The copy rows come
+// first: their bandwidth is what the memory-bound rows are measured against.
+var ops = []opDef{
+	{
+		name: "copy", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32, bf16}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x"),
+		build: func(b *graph.Builder, in []*graph.Value) *graph.Value {
+			return b.Op("reshape", graph.Attrs{"shape": graph.Ints(int64(in[0].Type.NumElems()))}, in...)
+		},
+		flops: none, reduce: func([]int) int { return 1 }, tol: tolExact, slice: rowsSlice("x"),
+	},
+	{
+		name: "matmul", dims: []string{"M", "N", "K"}, dtypes: []numerics.DType{bf16}, shapes: [][]int{{4096, 4096, 4096}, {8192, 8192, 8192}},
+		inputs: func(s []int) []input {
+			return []input{{"a", []int{s[0], s[2]}, distNormal}, {"b", []int{s[2], s[1]}, distNormal}}
+		},
+		build:  one("matmul", nil),
+		flops:  func(s []int) float64 { return 2 * float64(s[0]) * float64(s[1]) * float64(s[2]) },
+		reduce: func(s []int) int { return s[2] }, tol: tolReduce,
+		slice: func(s []int, r int) [][]int { return [][]int{{r, s[2]}, {s[2], s[1]}} },
+	},
+	{
+		name: "batch_matmul", dims: []string{"B", "M", "N", "K"}, dtypes: []numerics.DType{bf16}, shapes: [][]int{{8, 2048, 2048, 2048}},
+		inputs: func(s []int) []input {
+			return []input{{"a", []int{s[0], s[1], s[3]}, distNormal}, {"b", []int{s[0], s[3], s[2]}, distNormal}}
+		},
+		build:  one("batch_matmul", nil),
+		flops:  func(s []int) float64 { return 2 * float64(s[0]) * float64(s[1]) * float64(s[2]) * float64(s[3]) },
+		reduce: func(s []int) int { return s[3] }, tol: tolReduce,
+		// The reference keeps batch 0: r rows of A[0] and all of B[0].
+		slice: func(s []int, r int) [][]int { return [][]int{{1, r, s[3]}, {1, s[3], s[2]}} },
+	},
+	attentionDef("attention", false),
+	attentionDef("attention_causal", true),
+	{
+		name: "softmax", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32, bf16}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("logits"), build: one("softmax", nil),
+		flops: none, reduce: cols, tol: tolProb, slice: rowsSlice("x"),
+	},
+	{
+		name: "log_softmax", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32, bf16}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("logits"), build: one("log_softmax", nil),
+		flops: none, reduce: cols, tol: tolReduce, slice: rowsSlice("x"),
+	},
+	{
+		name: "layernorm", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32, bf16}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x", "gamma", "beta"), build: one("layernorm", nil),
+		flops: none, reduce: cols, tol: tolReduce, slice: rowsSlice("x", "gamma", "beta"),
+	},
+	{
+		name: "rmsnorm", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32, bf16}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x", "gamma"), build: one("rmsnorm", nil),
+		flops: none, reduce: cols, tol: tolReduce, slice: rowsSlice("x", "gamma"),
+	},
+	{
+		// gelu_tanh(x*y + z): three elementwise ops the compiler fuses into one kernel; torch
+		// (eager) runs three.
+		name: "elementwise", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32, bf16}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x", "y", "z"),
+		build: func(b *graph.Builder, in []*graph.Value) *graph.Value {
+			return b.Op("gelu", graph.Attrs{"approx": graph.String("tanh")}, b.Op("add", nil, b.Op("mul", nil, in[0], in[1]), in[2]))
+		},
+		flops: none, reduce: func([]int) int { return 1 },
+		tol: func(dt numerics.DType, _ int) harness.Tolerance {
+			// torch evaluates tanh in f32 (a few ulp), the engine in f64 and rounds once.
+			t := harness.DefaultTolerance(dt)
+			if dt == numerics.F32 {
+				t.RTol *= 4
+			}
+			return t
+		},
+		slice: rowsSlice("x", "y", "z"),
+	},
+	{
+		name: "reduce_sum", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x"), build: one("reduce_sum", graph.Attrs{"axes": graph.Ints(-1)}),
+		flops: none, reduce: cols, tol: tolReduce, slice: rowsSlice("x"),
+	},
+}
+
+func attentionDef(name string, causal bool) opDef {
+	return opDef{
+		name: name, dims: []string{"B", "H", "S", "D"}, dtypes: []numerics.DType{bf16}, shapes: [][]int{{4, 16, 4096, 128}},
+		inputs: func(s []int) []input {
+			return []input{{"q", slices.Clone(s), distNormal}, {"k", slices.Clone(s), distNormal}, {"v", slices.Clone(s), distNormal}}
+		},
+		build: one("attention", graph.Attrs{"causal": graph.Bool(causal)}),
+		flops: func(s []int) float64 {
+			f := 4 * float64(s[0]) * float64(s[1]) * float64(s[2]) * float64(s[2]) * float64(s[3])
+			if causal {
+				f /= 2
+			}
+			return f
+		},
+		reduce: func(s []int) int { return s[2] }, tol: tolAttention,
+		// The reference keeps head 0: queries 0..r-1 against all keys and values of head 0
+		// (with a causal mask those queries see the same keys as in the full run).
+		slice: func(s []int, r int) [][]int {
+			return [][]int{{1, 1, r, s[3]}, {1, 1, s[2], s[3]}, {1, 1, s[2], s[3]}}
+		},
+	}
+}
+
+// opByName finds an op of the table.
+func opByName(name string) (opDef, bool) {
+	for _, o := range ops {
+		if o.name == name {
+			return o, true
+		}
+	}
+	return opDef{}, false
+}
+
+// OpNames lists the benchmark ops in table order.
+func OpNames() []string {
+	names := make([]string, len(ops))
+	for i, o := range ops {
+		names[i] = o.name
+	}
+	return names
+}
+
+// bytesMoved is the fewest bytes the op must move through device memory: every input read
+// once and the output written once.
+func bytesMoved(o opDef, dt numerics.DType, shape []int, outElems int) float64 {
+	n := outElems
+	for _, in := range o.inputs(shape) {
+		n += elems(in.shape)
+	}
+	return float64(n) * float64(dt.Size())
+}
+
+func elems(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
