@@ -54,6 +54,9 @@ type snapshot struct {
 	states []*reproKeyState
 	repro  ReproMatrix
 	flaky  []FlakySpec
+	// Store-wide counts for the overview: three COUNT(*) scans cost most of an overview
+	// render, and they only change when a run is ingested, which changes gen.
+	nRuns, nResults, nSeries int
 }
 
 func (db *DB) snapshot(ctx context.Context) (*snapshot, error) {
@@ -82,6 +85,9 @@ func (db *DB) snapshot(ctx context.Context) (*snapshot, error) {
 	}
 	s.repro = reproMatrix(s.states)
 	if s.flaky, err = db.flaky(ctx, s.runs); err != nil {
+		return nil, err
+	}
+	if s.nRuns, s.nResults, s.nSeries, err = db.st.Counts(ctx); err != nil {
 		return nil, err
 	}
 	db.cache = s
