@@ -13,6 +13,10 @@ for pkg in ./suites/* ./engine/backend/cuda; do
   name=$(basename "$pkg")
   go test -c -ldflags="-s -w" -o "$out/$name.test" "$pkg"
 done
+# The golden suite again, built with the GPU code generator's planted faults compiled in
+# (engine/failpoint; inert unless TESSERA_FAILPOINTS names one): ci/gpu/faults.sh uses it.
+mkdir -p "$out/faults"
+go test -c -tags failpoints -ldflags="-s -w" -o "$out/faults/golden.test" ./suites/golden
 ls -la "$out"
 # The device tool carries at most 64 MiB; the binaries compress about 3x.
 tar -C .dev -czf .dev/gpu.tgz gpu

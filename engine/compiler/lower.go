@@ -261,7 +261,7 @@ func (b *kbuilder) lowerElementwise(gr *group) error {
 			r = b.binary(binaryOps[n.Op], operand(n.Inputs[0]), operand(n.Inputs[1]), cdt)
 		}
 		// An intermediate keeps its declared dtype even though it never leaves registers.
-		if n != gr.root() && cdt != dt && n.Def().Kind != graph.KindCast {
+		if n != gr.root() && cdt != dt && n.Def().Kind != graph.KindCast && !failpoint.Enabled(failpoint.FusionSkipsIntermediateRound) {
 			r = b.round(r, dt)
 		}
 		regOf[n.Output] = r

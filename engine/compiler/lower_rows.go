@@ -88,7 +88,7 @@ func (b *kbuilder) lowerRowwise(n *graph.Node, sc Schedule) error {
 	}
 	switch n.Op {
 	case "softmax", "log_softmax":
-		m, l := b.full(rm, 1, math.Inf(-1)), b.full(rm, 1, 0)
+		m, l := b.full(rm, 1, failpoint.Pick(failpoint.SoftmaxMaxInitZero, math.Inf(-1), 0)), b.full(rm, 1, 0)
 		b.loop(steps, func(kt tile.Var) {
 			t := b.load(at(px, kt), math.Inf(-1))
 			p, alpha := b.reg(), b.reg()

@@ -7,19 +7,21 @@ const EnvVar = "TESSERA_FAILPOINTS"
 // mutate describes what each breaks and which suites must catch it.
 const (
 	// Compiler lowering and scheduling (engine/compiler).
-	MatmulKTailUnmasked         = "compiler/matmul/k-tail-unmasked"
-	MatmulAccumBF16             = "compiler/matmul/accumulate-bf16"
-	MatmulTransposeBIgnored     = "compiler/matmul/transpose-b-ignored"
-	AttentionCausalDiagonal     = "compiler/attention/causal-masks-diagonal"
-	AttentionScaleSkipped       = "compiler/attention/scale-skipped"
-	LayernormPaddingInVariance  = "compiler/layernorm/padding-in-variance"
-	LayernormEpsDropped         = "compiler/layernorm/eps-dropped"
-	ReduceMeanPaddedCount       = "compiler/reduce/mean-divides-by-padded-count"
-	BroadcastSize1Stride        = "compiler/elementwise/broadcast-size1-stride"
-	GeluApproxSwapped           = "compiler/elementwise/gelu-approx-swapped"
-	CastIntSaturates            = "compiler/cast/int-narrowing-saturates"
-	ConcatOffsetOffByOne        = "compiler/concat/offset-off-by-one"
-	ScheduleReduceTileFromCores = "compiler/schedule/reduce-tile-from-core-count"
+	MatmulKTailUnmasked          = "compiler/matmul/k-tail-unmasked"
+	MatmulAccumBF16              = "compiler/matmul/accumulate-bf16"
+	MatmulTransposeBIgnored      = "compiler/matmul/transpose-b-ignored"
+	AttentionCausalDiagonal      = "compiler/attention/causal-masks-diagonal"
+	AttentionScaleSkipped        = "compiler/attention/scale-skipped"
+	LayernormPaddingInVariance   = "compiler/layernorm/padding-in-variance"
+	LayernormEpsDropped          = "compiler/layernorm/eps-dropped"
+	ReduceMeanPaddedCount        = "compiler/reduce/mean-divides-by-padded-count"
+	BroadcastSize1Stride         = "compiler/elementwise/broadcast-size1-stride"
+	GeluApproxSwapped            = "compiler/elementwise/gelu-approx-swapped"
+	CastIntSaturates             = "compiler/cast/int-narrowing-saturates"
+	ConcatOffsetOffByOne         = "compiler/concat/offset-off-by-one"
+	ScheduleReduceTileFromCores  = "compiler/schedule/reduce-tile-from-core-count"
+	SoftmaxMaxInitZero           = "compiler/softmax/running-max-init-zero"
+	FusionSkipsIntermediateRound = "compiler/fusion/intermediate-not-rounded"
 
 	// CPU backend (engine/backend/cpu).
 	CPUReduceRightToLeft     = "cpu/reduce/right-to-left"
@@ -33,7 +35,18 @@ func Names() []string {
 		MatmulKTailUnmasked, MatmulAccumBF16, MatmulTransposeBIgnored, AttentionCausalDiagonal,
 		AttentionScaleSkipped, LayernormPaddingInVariance, LayernormEpsDropped, ReduceMeanPaddedCount,
 		BroadcastSize1Stride, GeluApproxSwapped, CastIntSaturates, ConcatOffsetOffByOne,
-		ScheduleReduceTileFromCores,
+		ScheduleReduceTileFromCores, SoftmaxMaxInitZero, FusionSkipsIntermediateRound,
 		CPUReduceRightToLeft, CPUSoftmaxSumNotRescaled, CPUMMARaggedColumn,
 	}
 }
+
+// Faults in the GPU code generator (engine/compiler/ptx). Only a GPU run can catch them, so
+// they are not in Names (the catalogue the CPU suites of CI must catch); the GPU golden specs
+// catch them on the GPU machine (docs/mutations.md, "GPU faults").
+const (
+	PTXStoreMaskDropped   = "ptx/store/boundary-mask-dropped"
+	PTXLoadBarrierDropped = "ptx/load/barrier-dropped"
+)
+
+// GPUNames lists the GPU code generator's faults.
+func GPUNames() []string { return []string{PTXStoreMaskDropped, PTXLoadBarrierDropped} }

@@ -49,8 +49,9 @@ func Activate(names ...string) error {
 		if n == "" {
 			continue
 		}
-		if !slices.Contains(Names(), n) {
-			return errs.New(errs.Input, "unknown failpoint %q (known: %s)", n, strings.Join(Names(), ", "))
+		known := append(Names(), GPUNames()...)
+		if !slices.Contains(known, n) {
+			return errs.New(errs.Input, "unknown failpoint %q (known: %s)", n, strings.Join(known, ", "))
 		}
 		m[n] = true
 	}

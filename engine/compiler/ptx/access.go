@@ -2,6 +2,7 @@ package ptx
 
 import (
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
@@ -253,6 +254,9 @@ func (g *gen) decode(dt numerics.DType, addr, ok string) val {
 // outside the allocation are not written.
 func (g *gen) store(x tile.Store) {
 	a := x.At
+	// A generator that forgets the boundary mask: the ragged last tile writes past the end of
+	// each row into the next one.
+	a.Mask = failpoint.Pick(failpoint.PTXStoreMaskDropped, a.Mask, false)
 	dt := g.k.Params[a.Param].DType
 	base, rs, cs := g.accessExprs(a)
 	g.forEach(a.Rows*a.Cols, func(idx string) {
