@@ -1,0 +1,30 @@
+package prop
+
+// Engine issues the properties found. Each is worked around in the generator, so that CI
+// stays green while it is open; the workaround names the issue, and docs/property.md lists
+// them with a reproduction. Fixing one means deleting its workaround and its entry here.
+const (
+	// IssueIntAccumSaturates: agree/ref found that an int8 matmul or batch_matmul with
+	// accum=int32 writes its int32 sums to int8 saturating (127) where the contract and the
+	// golden model wrap (-128 for 128). Workaround: int ops get no wider accumulator.
+	IssueIntAccumSaturates = "int-accum-saturates"
+	// IssueFP8InfCopy: the throughput benchmark found that movement ops (transpose,
+	// reshape, concat) on fp8e5m2 turn an input ±Inf (0x7C/0xFC) into ±57344: the copy
+	// decodes and re-encodes, and encoding saturates, where data movement must keep bit
+	// patterns. Workaround: ClassSpecial puts no ±Inf pattern into fp8 inputs.
+	IssueFP8InfCopy = "fp8-inf-copy"
+	// IssueRefLogSubnormal: agree/nan-inf on the CUDA backend found that the golden model's
+	// log of an f64 subnormal is wrong (log(5e-324) = -709.09, not -744.44): Go's math.Log on
+	// amd64 does not normalize subnormals (golang/go#56600), and engine/ref and the CPU
+	// backend both call it. Workaround: the noise model does not judge such a node.
+	IssueRefLogSubnormal = "ref-log-subnormal"
+)
+
+// workaround reports whether the generator still works around issue.
+func workaround(issue string) bool {
+	switch issue {
+	case IssueIntAccumSaturates, IssueFP8InfCopy, IssueRefLogSubnormal:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,188 @@
+package prop
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	_ "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
+	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
+	"github.com/tessera-qa/tessera-qa/harness"
+)
+
+func cpu(t testing.TB) backend.Backend {
+	t.Helper()
+	b, err := backend.Get("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The suite runs every property in full; here each gets a few cases, so that a property that
+// cannot hold on a correct engine is caught by `go test ./harness/prop` already.
+func TestEveryPropertyHoldsOnTheCPU(t *testing.T) {
+	for _, p := range All() {
+		t.Run(p.Name, func(t *testing.T) {
+			var tally Tally
+			Check(t, p, Env{Backend: cpu(t), Config: SmallConfig(), Artifacts: t.TempDir()}, Options{Checks: 12, Seed: 1, Tally: &tally})
+			if tally.Passed < 12 || tally.Failed != 0 {
+				t.Errorf("tally %+v, want 12 passed", tally)
+			}
+		})
+	}
+}
+
+// lastFlip is the planted bug: the CPU backend with the last element of every output flipped
+// far out of any tolerance (a high exponent bit; the low bit of a bool).
+type lastFlip struct{ backend.Backend }
+
+func (lastFlip) Name() string { return "lastflip" }
+
+func (f lastFlip) Run(p *compiler.Program, in map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	outs, err := f.Backend.Run(p, in)
+	for _, o := range outs {
+		if n := o.Len(); n > 0 {
+			b := o.Bits(n - 1)
+			if o.DType == numerics.Bool {
+				b ^= 1
+			} else {
+				b ^= 1 << (8*o.DType.Size() - 2)
+			}
+			o.SetBits(n-1, b)
+		}
+	}
+	return outs, err
+}
+
+// The suite must catch a wrong result, shrink it to a small graph and leave a replay manifest
+// and a rapid fail file that reproduce it.
+func TestAPlantedBugIsCaughtAndShrunk(t *testing.T) {
+	t.Chdir(t.TempDir()) // rapid writes testdata/rapid/ into the working directory
+	dir := t.TempDir()
+	p, _ := Select([]string{"agree/ref"})
+	out := Run(RunOptions{Properties: p, Backends: []backend.Backend{lastFlip{cpu(t)}}, Config: DefaultConfig(),
+		Checks: 50, Seed: 3, Artifacts: dir})
+	if len(out) != 1 {
+		t.Fatalf("%d outcomes", len(out))
+	}
+	o := out[0]
+	if o.Verdict != Fail || o.Failed != 1 {
+		t.Fatalf("verdict %s, failed %d: the planted bug was not caught", o.Verdict, o.Failed)
+	}
+	if !strings.Contains(o.Reason, "out of tolerance") && !strings.Contains(o.Reason, "NaN/Inf") {
+		t.Errorf("reason %q does not say what was wrong", o.Reason)
+	}
+	if o.FailFile == "" || !strings.HasPrefix(o.FailFile, dir) {
+		t.Errorf("fail file %q not adopted into %s", o.FailFile, dir)
+	}
+	if _, err := os.Stat("testdata"); !os.IsNotExist(err) {
+		t.Errorf("rapid's testdata/ left in the working directory")
+	}
+	m, err := harness.LoadManifest(o.Replay)
+	if err != nil {
+		t.Fatalf("manifest %q: %v", o.Replay, err)
+	}
+	c, err := m.BuildCase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, elems := len(c.Graph.Nodes), c.Graph.Outputs[0].Type.NumElems(); n > 2 || elems > 4 {
+		t.Errorf("shrunk to %d nodes, %d output elements:\n%s", n, elems, m.Graph)
+	}
+	t.Logf("shrunk to:\n%s", m.Graph)
+	if r := harness.RunCase(c, lastFlip{cpu(t)}); r.Verdict != harness.VerdictFail {
+		t.Errorf("the manifest does not reproduce the failure: %s %s", r.Verdict, r.Reason)
+	}
+	if r := harness.RunCase(c, cpu(t)); r.Verdict != harness.VerdictPass {
+		t.Errorf("the minimal case fails on the real CPU backend too: %s", r.Reason)
+	}
+	// The fail file replays the minimal case first.
+	again := Run(RunOptions{Properties: p, Backends: []backend.Backend{lastFlip{cpu(t)}}, Config: DefaultConfig(),
+		Checks: 50, Seed: 99, Artifacts: t.TempDir(), FailFile: o.FailFile})
+	if again[0].Verdict != Fail || again[0].Passed != 0 {
+		t.Errorf("replaying the fail file: %+v, want a failure before any pass", again[0])
+	}
+}
+
+// A backend that answers differently on every other run breaks determinism/bitwise.
+type flaky struct {
+	backend.Backend
+	n *int
+}
+
+func (flaky) Name() string { return "flaky" }
+
+func (f flaky) Run(p *compiler.Program, in map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	outs, err := f.Backend.Run(p, in)
+	if *f.n++; *f.n%2 == 0 && len(outs) > 0 && outs[0].Len() > 0 {
+		outs[0].SetBits(0, outs[0].Bits(0)^1)
+	}
+	return outs, err
+}
+
+func TestNondeterminismIsCaught(t *testing.T) {
+	t.Chdir(t.TempDir())
+	p, _ := Select([]string{"determinism/bitwise"})
+	out := Run(RunOptions{Properties: p, Backends: []backend.Backend{flaky{cpu(t), new(int)}}, Config: SmallConfig(),
+		Checks: 20, Seed: 5, Artifacts: t.TempDir()})
+	if out[0].Verdict != Fail || !strings.Contains(out[0].Reason, "digest") {
+		t.Fatalf("%+v: want a digest failure", out[0])
+	}
+	m, err := harness.LoadManifest(out[0].Replay)
+	if err != nil || m.Kind != harness.KindDigest {
+		t.Fatalf("manifest %q (kind %q): %v", out[0].Replay, m.Kind, err)
+	}
+}
+
+type unavailable struct{ backend.Backend }
+
+func (unavailable) Name() string     { return "nodev" }
+func (unavailable) Available() error { return os.ErrNotExist }
+
+func TestRunSkipsUnavailableBackendsAndNamesSeeds(t *testing.T) {
+	p, _ := Select([]string{"meta/cast-round-trip"})
+	out := Run(RunOptions{Properties: p, Backends: []backend.Backend{cpu(t), unavailable{cpu(t)}}, Config: SmallConfig(),
+		Checks: 5, Seed: 11, Artifacts: filepath.Join(t.TempDir(), "a")})
+	if len(out) != 2 || out[0].Verdict != Pass || out[1].Verdict != Skip {
+		t.Fatalf("outcomes %+v: want pass on cpu, skip on nodev", out)
+	}
+	if out[0].Checks != 5 || out[0].Seed != PropertySeed(11, "meta/cast-round-trip", "cpu") {
+		t.Errorf("outcome %+v: want 5 checks under the derived seed", out[0])
+	}
+}
+
+// A seed fixes the whole run: the same seed draws the same graphs with the same inputs.
+func TestAFixedSeedReproducesARun(t *testing.T) {
+	draws := func(seed uint64) []string {
+		var seen []string
+		p := Property{Name: "test/record", Checks: 15, Body: func(e Env) func(*rapid.T) {
+			gen := Cases(e.Config)
+			return func(t *rapid.T) {
+				c := gen.Draw(t, "case")
+				d := graph.Print(c.Graph)
+				for _, v := range c.Graph.Inputs {
+					d += c.Inputs[v.Name].Digest()
+				}
+				seen = append(seen, d)
+			}
+		}}
+		Check(t, p, Env{Backend: cpu(t), Config: SmallConfig()}, Options{Seed: seed})
+		return seen
+	}
+	a, b, c := draws(77), draws(77), draws(78)
+	if len(a) != 15 || !slices.Equal(a, b) {
+		t.Fatalf("two runs with seed 77 drew different cases (%d and %d)", len(a), len(b))
+	}
+	if slices.Equal(a, c) {
+		t.Fatal("seeds 77 and 78 drew the same cases")
+	}
+}

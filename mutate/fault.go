@@ -1,0 +1,111 @@
+package mutate
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	fp "github.com/tessera-qa/tessera-qa/engine/failpoint"
+)
+
+// Layer is the part of the engine a fault breaks.
+type Layer string
+
+const (
+	LayerCompiler Layer = "compiler" // engine/compiler: lowering to Tile IR, scheduling
+	LayerCPU      Layer = "cpu"      // engine/backend/cpu: the Tile IR interpreter
+)
+
+// Fault is one planted bug. Every field is required: a zero field is a catalogue error
+// (TestCatalogueIsComplete).
+type Fault struct {
+	// Name is the failpoint name (engine/failpoint), layer/area/bug.
+	Name  string `json:"name"`
+	Layer Layer  `json:"layer"`
+	// Hook is the file and function whose code the fault changes.
+	Hook string `json:"hook"`
+	// Breaks says what goes wrong, in terms a reader of the code recognises.
+	Breaks string `json:"breaks"`
+	// Ops lists the graph ops whose results the fault can change.
+	Ops []string `json:"ops"`
+}
+
+var (
+	matmulOps      = []string{"matmul", "batch_matmul"}
+	elementwiseOps = []string{"add", "sub", "mul", "div", "maximum", "minimum", "neg", "abs", "relu", "exp", "log", "sqrt",
+		"rsqrt", "tanh", "sigmoid", "silu", "gelu", "cast"}
+)
+
+// catalogue is the flat list of planted bugs, in failpoint.Names order. Each is a bug that
+// code in the real path could have, switched on at the line that would hold it; none edits
+// outputs after the fact.
+var catalogue = []Fault{
+	{Name: fp.MatmulKTailUnmasked, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerMatmul", Ops: matmulOps,
+		Breaks: "the A and B tile loads lose their boundary mask, as in a kernel written for K a multiple of the tile: the last K tile reads past the row (the next row, or NaN past the buffer) into the sum"},
+	{Name: fp.MatmulAccumBF16, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerMatmul", Ops: matmulOps,
+		Breaks: "matmuls accumulate in bf16 whatever the accum attribute and input dtype say: every partial sum keeps 8 significant bits"},
+	{Name: fp.MatmulTransposeBIgnored, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerMatmul", Ops: matmulOps,
+		Breaks: "transpose_b is ignored for one layout: B stored [N,K] is read with the strides of [K,N]"},
+	{Name: fp.AttentionCausalDiagonal, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerAttention", Ops: []string{"attention"},
+		Breaks: "the causal mask is off by one (hides key j >= i instead of j > i): each query loses its own key and query 0 has none left (0/0)"},
+	{Name: fp.AttentionScaleSkipped, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerAttention", Ops: []string{"attention"},
+		Breaks: "attention scores are not multiplied by the scale (1/sqrt(d) by default), so the softmax is too peaked"},
+	{Name: fp.LayernormPaddingInVariance, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"layernorm"},
+		Breaks: "the variance pass drops the column mask of the ragged last tile: each padding column (loaded as 0) adds (0-mean)^2 to the variance"},
+	{Name: fp.LayernormEpsDropped, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"layernorm"},
+		Breaks: "layernorm computes 1/sqrt(var) instead of 1/sqrt(var+eps): off by about eps/(2 var) relative, Inf for a constant row"},
+	{Name: fp.ReduceMeanPaddedCount, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerReduce", Ops: []string{"reduce_mean"},
+		Breaks: "reduce_mean divides by the row length rounded up to the tile width instead of the number of reduced elements"},
+	{Name: fp.BroadcastSize1Stride, Layer: LayerCompiler, Hook: "engine/compiler/lower.go broadcastStrides", Ops: []string{"add", "sub", "mul", "div", "maximum", "minimum"},
+		Breaks: "a size-1 dim broadcast against a larger one keeps its contiguous stride instead of stride 0, so the operand is read at wrong (and out-of-bounds) offsets"},
+	{Name: fp.GeluApproxSwapped, Layer: LayerCompiler, Hook: "engine/compiler/lower.go unaryOp", Ops: []string{"gelu"},
+		Breaks: "gelu approx=erf is lowered to the tanh formula and approx=tanh to erf (they differ by up to about 5e-4)"},
+	{Name: fp.CastIntSaturates, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerElementwise", Ops: []string{"cast"},
+		Breaks: "an int -> narrower int cast saturates instead of wrapping two's-complement as the cast op defines"},
+	{Name: fp.ConcatOffsetOffByOne, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerMovement", Ops: []string{"concat"},
+		Breaks: "each concat input after the first lands one slice early along the axis: it overwrites the previous input's last slice, the output's last slice stays unwritten, and grid points now race on the overlap"},
+	{Name: fp.ScheduleReduceTileFromCores, Layer: LayerCompiler, Hook: "engine/compiler/schedule.go defaultSchedule", Ops: []string{"reduce_sum", "reduce_mean", "reduce_max"},
+		Breaks: "the default reduce tile width is divided by GOMAXPROCS (a split taken from the machine, like a split-K from the SM count): partial sums group differently per thread count, so bits change with GOMAXPROCS while staying within every tolerance"},
+	{Name: fp.SoftmaxMaxInitZero, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"softmax", "log_softmax"},
+		Breaks: "the running max of softmax starts at 0 instead of -Inf: exact in real arithmetic, but a row whose logits are all far below 0 underflows exp to 0 (0/0 for softmax, log 0 for log_softmax) or loses precision in subnormals"},
+	{Name: fp.FusionSkipsIntermediateRound, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerElementwise", Ops: elementwiseOps,
+		Breaks: "a fused elementwise chain keeps its f16/bf16/fp8 intermediates in f32 registers instead of rounding each to its declared dtype, so the fused kernel disagrees with the graph it claims to compute"},
+	{Name: fp.CPUReduceRightToLeft, Layer: LayerCPU, Hook: "engine/backend/cpu/reduce.go (*worker).reduce", Ops: []string{"reduce_sum", "reduce_mean", "layernorm", "rmsnorm", "mse_loss"},
+		Breaks: "the Reduce instruction folds each row right to left instead of the left-to-right order Tile IR fixes: results move by rounding only, so tolerance checks pass"},
+	{Name: fp.CPUSoftmaxSumNotRescaled, Layer: LayerCPU, Hook: "engine/backend/cpu/reduce.go (*worker).onlineSoftmax", Ops: []string{"softmax", "log_softmax", "attention"},
+		Breaks: "online softmax updates the running sum as L + rowsum(P) instead of L*alpha + rowsum(P): when a later tile raises the running max, earlier terms are not rescaled"},
+	{Name: fp.CPUMMARaggedColumn, Layer: LayerCPU, Hook: "engine/backend/cpu/mma.go mmaF32", Ops: []string{"matmul", "batch_matmul", "attention"},
+		Breaks: "the f32 matmul micro-kernel's edge loop starts one column late: the first column past the last multiple of 8 keeps its initial 0 in every 4-row block"},
+}
+
+// Catalogue returns every planted fault, in a fixed order.
+func Catalogue() []Fault {
+	out := slices.Clone(catalogue)
+	for i := range out {
+		out[i].Ops = slices.Clone(out[i].Ops)
+	}
+	return out
+}
+
+// SelectFaults returns the named faults in catalogue order (all for no names). A name may
+// also be a prefix ending in '/', such as "cpu/" or "compiler/matmul/". An unknown name is
+// E_INPUT.
+func SelectFaults(names []string) ([]Fault, error) {
+	all := Catalogue()
+	if len(names) == 0 {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		hit := false
+		for _, f := range all {
+			if f.Name == n || (strings.HasSuffix(n, "/") && strings.HasPrefix(f.Name, n)) {
+				want[f.Name], hit = true, true
+			}
+		}
+		if !hit {
+			return nil, errs.New(errs.Input, "no fault %q (see tessera-qa mutate --list)", n)
+		}
+	}
+	return slices.DeleteFunc(all, func(f Fault) bool { return !want[f.Name] }), nil
+}

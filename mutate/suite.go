@@ -1,0 +1,118 @@
+package mutate
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+)
+
+// Kind is how a suite is built and run.
+type Kind int
+
+const (
+	// KindGinkgo: a Ginkgo suite, built with go test -c and run with a JSON report.
+	KindGinkgo Kind = iota + 1
+	// KindGoTest: plain Go tests, built with go test -c; a non-zero exit is a catch.
+	KindGoTest
+	// KindSmoke: the smoke job of `tessera-qa run`, from a failpoints build of the CLI.
+	KindSmoke
+)
+
+// Suite is something CI runs on a CPU machine that may catch a planted fault.
+type Suite struct {
+	Name string `json:"name"`
+	Kind Kind   `json:"-"`
+	// Packages are the directories (relative to the module root) built into binaries: test
+	// packages, or the CLI's main package for KindSmoke.
+	Packages []string `json:"packages"`
+	What     string   `json:"what"`
+	// OpLabels: the suite labels each spec with its op, so a run can focus on the ops a
+	// fault touches (Options.FocusOps).
+	OpLabels bool `json:"-"`
+	// Args are extra arguments for the suite's binaries.
+	Args []string `json:"-"`
+}
+
+// suites is every suite the mutation check knows, in the order a fault meets them when a run
+// stops at the first catch: the harness suites first, the engine's own unit tests last.
+var suites = []Suite{
+	{Name: "golden", Kind: KindGinkgo, Packages: []string{"suites/golden"}, OpLabels: true,
+		What: "every golden case against its golden file (suites/golden)"},
+	{Name: "determinism", Kind: KindGinkgo, Packages: []string{"suites/determinism"}, OpLabels: true,
+		What: "same bits run after run, in a second process and under GOMAXPROCS 1, 2, 8 (suites/determinism)"},
+	// rapid would leave a fail file in the source tree for every fault it catches, and CI
+	// would replay them all.
+	{Name: "property", Kind: KindGinkgo, Packages: []string{"suites/property"}, Args: []string{"-rapid.nofailfile"},
+		What: "random graphs against engine/ref, metamorphic relations (suites/property)"},
+	{Name: "differential", Kind: KindGinkgo, Packages: []string{"suites/differential"},
+		What: "every op against the PyTorch oracle (suites/differential; skips without torch)"},
+	{Name: "smoke", Kind: KindSmoke, Packages: []string{"cmd/tessera-qa"},
+		What: "tessera-qa run --suite smoke: random registry graphs against engine/ref"},
+	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu"},
+		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu)"},
+}
+
+// Suites returns every suite the mutation check knows.
+func Suites() []Suite {
+	out := slices.Clone(suites)
+	for i := range out {
+		out[i].Packages, out[i].Args = slices.Clone(out[i].Packages), slices.Clone(out[i].Args)
+	}
+	return out
+}
+
+// SuiteNames lists the suite names, in order.
+func SuiteNames() []string {
+	var out []string
+	for _, s := range suites {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// SelectSuites returns the named suites in the order given (all, in Suites order, for no
+// names). An unknown name is E_INPUT.
+func SelectSuites(names []string) ([]Suite, error) {
+	if len(names) == 0 {
+		return Suites(), nil
+	}
+	var out []Suite
+	for _, n := range names {
+		i := slices.IndexFunc(suites, func(s Suite) bool { return s.Name == n })
+		if i < 0 {
+			return nil, errs.New(errs.Input, "no suite %q (have %s)", n, strings.Join(SuiteNames(), ", "))
+		}
+		if !slices.ContainsFunc(out, func(s Suite) bool { return s.Name == n }) {
+			out = append(out, Suites()[i])
+		}
+	}
+	return out, nil
+}
+
+// missing says why the suite cannot be built from the tree at root ("" when it can): suites
+// that other work is still adding (property, differential) are simply not there yet.
+func (s Suite) missing(root string) string {
+	for _, p := range s.Packages {
+		pattern := "*_test.go"
+		if s.Kind == KindSmoke {
+			pattern = "*.go"
+		}
+		if m, _ := filepath.Glob(filepath.Join(root, filepath.FromSlash(p), pattern)); len(m) == 0 {
+			return p + " is not in this tree"
+		}
+	}
+	return ""
+}
+
+// binName is the file a package's binary is built to inside the work directory.
+func binName(pkg string) string {
+	return strings.ReplaceAll(pkg, "/", "_") + ".bin"
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}

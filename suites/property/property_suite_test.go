@@ -1,0 +1,21 @@
+// Package property_test is the property-based suite (docs/property.md): every property of
+// harness/prop on every backend, each a rapid.Check under GinkgoT(), so a failure reports the
+// case rapid shrank it to, writes its replay manifest and leaves rapid's fail file under
+// testdata/rapid/ (rapid replays it first on the next run).
+//
+// Reproduce a run with `go tool ginkgo --seed N ./suites/property` (each property's rapid seed
+// derives from Ginkgo's), or one failing case with -rapid.seed / -rapid.failfile as rapid's
+// report says; -rapid.checks=N overrides every property's count.
+package property_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+func TestProperty(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Property Suite")
+}
