@@ -172,6 +172,18 @@ func accumDType(n *graph.Node) numerics.DType {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
+// narrowTo prepares an accumulator for a store into dtype out. Store encodes with
+// numerics.Encode, which saturates integers, but integer arithmetic wraps (ops.go), so an
+// integer accumulator wider than the output (accum=int32 on int8) must wrap first.
+func (b *kbuilder) narrowTo(r tile.Reg, acc, out numerics.DType) tile.Reg {
+	if !out.IsInt() || acc == out {
+		return r
+	}
+	d := b.reg()
+	b.emit(tile.Round{Dst: d, Src: r, DType: out, Wrap: true})
+	return d
+}
+
 // ---- access helpers ----
 
 // contiguous returns row-major strides.
@@ -319,6 +331,7 @@ func (b *kbuilder) lowerMatmul(n *graph.Node, sc Schedule) error {
 			Rows: bk, Cols: bn, Mask: failpoint.Pick(failpoint.MatmulKTailUnmasked, true, false)}, 0)
 		b.emit(tile.MMA{Acc: c, A: a, B: bt, AccDType: acc})
 	})
+	c = b.narrowTo(c, acc, n.Output.Type.DType)
 	b.emit(tile.Store{Src: c, At: tile.Access{Param: b.param(n.Output, true), Base: tile.V(g[0], m*nn),
 		RowDims: []int{m}, RowStrides: []int{nn}, ColDims: []int{nn}, ColStrides: []int{1},
 		RowStart: tile.V(g[1], bm), ColStart: tile.V(g[2], bn), Rows: bm, Cols: bn, Mask: true}})

@@ -62,6 +62,7 @@ func (b *kbuilder) lowerReduce(n *graph.Node, sc Schedule) error {
 	if n.Op == "reduce_mean" {
 		a = b.binary(tile.Div, a, b.full(1, 1, float64(failpoint.Pick(failpoint.ReduceMeanPaddedCount, inner, ceilDiv(inner, cn)*cn))), acc)
 	}
+	a = b.narrowTo(a, acc, n.Output.Type.DType)
 	b.emit(tile.Store{Src: a, At: tile.Access{Param: b.param(n.Output, true), Base: tile.C(0), RowDims: []int{outer},
 		RowStrides: []int{1}, ColDims: []int{1}, ColStrides: []int{0}, RowStart: tile.V(pid, rm), ColStart: tile.C(0),
 		Rows: rm, Cols: 1, Mask: true}})

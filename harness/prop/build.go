@@ -185,9 +185,6 @@ func (b *builder) accum(attrs graph.Attrs, dt numerics.DType) graph.Attrs {
 		return attrs
 	}
 	ch := AccumChoices(dt)
-	if dt.IsInt() && workaround(IssueIntAccumSaturates) {
-		ch = []numerics.DType{dt}
-	}
 	if len(ch) == 0 {
 		return attrs
 	}
