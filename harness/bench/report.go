@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/harness/report/parse"
 	"io"
 	"strconv"
 	"strings"
@@ -9,39 +10,19 @@ import (
 	"time"
 )
 
-// Report is the JSON document `tessera-qa bench --json` writes: the bench JSON that
-// `tessera-qa report ingest` reads (harness/report/parse.BenchReport; the field names and
-// meanings are that contract's, and a test parses this output with it).
-type Report struct {
-	Schema      int               `json:"schema"`
-	Kind        string            `json:"kind"`
-	Machine     string            `json:"machine,omitempty"`
-	DeviceClass string            `json:"device_class,omitempty"`
-	Started     time.Time         `json:"started,omitempty"`
-	Env         map[string]string `json:"env,omitempty"`
-	Rows        []JSONRow         `json:"rows"`
-}
-
-// JSONRow is one timed case. Ratio is engine_ms / ref_ms, the reporter's convention (lower is
+// Report is the JSON document `tessera-qa bench --json` writes. Its shape is defined once, by
+// the reader (`tessera-qa report ingest`, harness/report/parse), so writer and reader cannot
+// drift apart. A row's Ratio is engine_ms / ref_ms, the reporter's convention (lower is
 // better); the printed table shows its inverse, the speedup.
-type JSONRow struct {
-	Op        string    `json:"op"`
-	DType     string    `json:"dtype"`
-	Shape     []int     `json:"shape"`
-	Device    string    `json:"device"`
-	EngineMS  float64   `json:"engine_ms"`
-	RefMS     float64   `json:"ref_ms"`
-	Ratio     float64   `json:"ratio"`
-	TFLOPS    float64   `json:"tflops"`
-	GBps      float64   `json:"gbps"`
-	SamplesMS []float64 `json:"samples_ms,omitempty"`
-	Ref       string    `json:"ref,omitempty"`
-}
+type (
+	Report  = parse.BenchReport
+	JSONRow = parse.BenchRow
+)
 
 // Schema and Kind of the bench JSON.
 const (
-	ReportSchema = 1
-	ReportKind   = "tessera-bench"
+	ReportSchema = parse.BenchSchema
+	ReportKind   = parse.BenchKind
 )
 
 // Meta is what a report says about the run besides its rows.
