@@ -1,6 +1,7 @@
 package ref
 
 import (
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"math"
 	"slices"
 
@@ -122,7 +123,7 @@ func softmaxRow(row []float64) {
 func logSoftmaxRow(row []float64) {
 	m, sum := rowShift(row)
 	for j, x := range row {
-		row[j] = x - m - math.Log(sum)
+		row[j] = x - m - numerics.Log(sum)
 	}
 }
 

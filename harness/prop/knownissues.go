@@ -9,17 +9,12 @@ const (
 	// decodes and re-encodes, and encoding saturates, where data movement must keep bit
 	// patterns. Workaround: ClassSpecial puts no ±Inf pattern into fp8 inputs.
 	IssueFP8InfCopy = "fp8-inf-copy"
-	// IssueRefLogSubnormal: agree/nan-inf on the CUDA backend found that the golden model's
-	// log of an f64 subnormal is wrong (log(5e-324) = -709.09, not -744.44): Go's math.Log on
-	// amd64 does not normalize subnormals (golang/go#56600), and engine/ref and the CPU
-	// backend both call it. Workaround: the noise model does not judge such a node.
-	IssueRefLogSubnormal = "ref-log-subnormal"
 )
 
 // workaround reports whether the generator still works around issue.
 func workaround(issue string) bool {
 	switch issue {
-	case IssueFP8InfCopy, IssueRefLogSubnormal:
+	case IssueFP8InfCopy:
 		return true
 	}
 	return false

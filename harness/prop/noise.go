@@ -252,16 +252,8 @@ func perturbNode(n *graph.Node, in []*tensor.Tensor, r source) (*tensor.Tensor, 
 //     number of terms;
 //   - it is an attention whose V holds an infinity: a probability that underflows to 0 in the
 //     engine's accumulator (or in its rounding to the storage dtype) but not in float64 turns
-//     0·Inf into NaN where the golden model has ±Inf;
-//   - the golden model itself is wrong there (knownissues.go).
+//     0·Inf into NaN where the golden model has ±Inf.
 func unmodelled(n *graph.Node, in []*tensor.Tensor) string {
-	if n.Op == "log" && in[0].DType == numerics.F64 && workaround(IssueRefLogSubnormal) {
-		for i := range in[0].Len() {
-			if v := math.Abs(in[0].Float64(i)); v > 0 && v < minNormal(numerics.F64) {
-				return "the golden model's log of an f64 subnormal is wrong (" + IssueRefLogSubnormal + ")"
-			}
-		}
-	}
 	kind := n.Def().Kind
 	if kind == graph.KindUnary || kind == graph.KindBinary || n.Op == "softmax" || n.Op == "log_softmax" {
 		return ""

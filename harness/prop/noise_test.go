@@ -173,9 +173,8 @@ func TestRoundTripsFollowTheContract(t *testing.T) {
 // testdata/illconditioned holds minimal cases on which a backend legitimately left the
 // tolerance while an earlier noise model let them through (found by long runs of agree/ref
 // and agree/nan-inf): a tie in fp8 after a flipped log_softmax, a reference within tolerance
-// of a constant, a flipped f16 subnormal divided by a tiny number, an rmsnorm whose f16
-// accumulator rounds eps, and the log of an f64 subnormal, where the golden model is wrong
-// (IssueRefLogSubnormal). The model must keep rejecting them.
+// of a constant, a flipped f16 subnormal divided by a tiny number, and an rmsnorm whose f16
+// accumulator rounds eps. The model must keep rejecting them.
 func TestNoiseModelRejectsKnownTraps(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "illconditioned", "*.replay.json"))
 	if len(files) == 0 {
