@@ -228,13 +228,20 @@ func ingestOne(ctx context.Context, db *report.DB, path string, o report.IngestO
 }
 
 func newReportStatusCmd(e *env) *cobra.Command {
+	return readVerb(e, "status", "Last nightly per suite, open regressions and flaky tests (the dashboard's overview)",
+		(*report.DB).Overview, printOverview)
+}
+
+// readVerb is a report verb that only reads: it opens the store (never creating one), builds
+// one view, prints it for people and writes it as JSON with --json.
+func readVerb[T any](e *env, use, short string, view func(*report.DB, context.Context) (T, error), show func(io.Writer, T)) *cobra.Command {
 	var (
 		hf       historyFlags
 		jsonPath string
 	)
 	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Last nightly per suite, open regressions and flaky tests (the dashboard's overview)",
+		Use:   use,
+		Short: short,
 		Args:  exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			db, err := hf.open(cmd.Context(), false)
@@ -242,12 +249,12 @@ func newReportStatusCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			ov, err := db.Overview(cmd.Context())
+			v, err := view(db, cmd.Context())
 			if err != nil {
 				return err
 			}
-			printOverview(e.human(jsonPath), ov)
-			return e.writeJSON(jsonPath, ov)
+			show(e.human(jsonPath), v)
+			return e.writeJSON(jsonPath, v)
 		}),
 	}
 	hf.add(cmd)
@@ -343,25 +350,8 @@ func newReportSeriesCmd(e *env) *cobra.Command {
 }
 
 func newReportReproCmd(e *env) *cobra.Command {
-	var (
-		hf       historyFlags
-		jsonPath string
-	)
-	cmd := &cobra.Command{
-		Use:   "repro",
-		Short: "Reproducibility: cases whose digest changed, with the first bad and last good run",
-		Args:  exactArgs(),
-		RunE: verb(func(cmd *cobra.Command, args []string) error {
-			db, err := hf.open(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			m, err := db.ReproMatrix(cmd.Context())
-			if err != nil {
-				return err
-			}
-			w := e.human(jsonPath)
+	return readVerb(e, "repro", "Reproducibility: cases whose digest changed, with the first bad and last good run",
+		(*report.DB).ReproMatrix, func(w io.Writer, m report.ReproMatrix) {
 			counts := map[string]int{}
 			for _, c := range m.Cells {
 				counts[c.Status]++
@@ -373,75 +363,26 @@ func newReportReproCmd(e *env) *cobra.Command {
 				fmt.Fprintf(w, "  %s on %s (%s): digest %.12s first in run %d (commit %s), last good run %d (commit %s)\n",
 					r.Key.Name(), r.Key.DeviceClass, r.Key.Determinism, r.Digest, r.FirstBad.ID, r.FirstBad.Commit, r.LastGood.ID, r.LastGood.Commit)
 			}
-			return e.writeJSON(jsonPath, m)
-		}),
-	}
-	hf.add(cmd)
-	addJSONFlag(cmd, &jsonPath)
-	return cmd
+		})
 }
 
 func newReportFlakyCmd(e *env) *cobra.Command {
-	var (
-		hf       historyFlags
-		jsonPath string
-	)
-	cmd := &cobra.Command{
-		Use:   "flaky",
-		Short: "Specs and cases that passed and failed on the same commit",
-		Args:  exactArgs(),
-		RunE: verb(func(cmd *cobra.Command, args []string) error {
-			db, err := hf.open(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			fl, err := db.Flaky(cmd.Context())
-			if err != nil {
-				return err
-			}
-			w := e.human(jsonPath)
+	return readVerb(e, "flaky", "Specs and cases that passed and failed on the same commit",
+		(*report.DB).Flaky, func(w io.Writer, fl []report.FlakySpec) {
 			fmt.Fprintf(w, "%d flaky\n", len(fl))
 			for _, f := range fl {
 				fmt.Fprintf(w, "  %s %s/%s on %s: %d passed, %d failed; last failure: %s\n", f.Kind, f.Suite, f.Spec, f.Commit, f.Passes, f.Fails, oneLine(f.LastFailure))
 			}
-			return e.writeJSON(jsonPath, fl)
-		}),
-	}
-	hf.add(cmd)
-	addJSONFlag(cmd, &jsonPath)
-	return cmd
+		})
 }
 
 func newReportAcksCmd(e *env) *cobra.Command {
-	var (
-		hf       historyFlags
-		jsonPath string
-	)
-	cmd := &cobra.Command{
-		Use:   "acks",
-		Short: "Every acknowledgement and baseline reset, with who and why",
-		Args:  exactArgs(),
-		RunE: verb(func(cmd *cobra.Command, args []string) error {
-			db, err := hf.open(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			acks, err := db.Acks(cmd.Context())
-			if err != nil {
-				return err
-			}
-			w := e.human(jsonPath)
+	return readVerb(e, "acks", "Every acknowledgement and baseline reset, with who and why",
+		(*report.DB).Acks, func(w io.Writer, acks []report.Ack) {
 			for _, a := range acks {
 				printAck(w, a)
 			}
-			return e.writeJSON(jsonPath, acks)
-		}),
-	}
-	hf.add(cmd)
-	addJSONFlag(cmd, &jsonPath)
-	return cmd
+		})
 }
 
 func printAck(w io.Writer, a report.Ack) {
