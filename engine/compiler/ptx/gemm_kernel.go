@@ -3,8 +3,6 @@ package ptx
 import (
 	"fmt"
 	"strings"
-
-	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
 // The dedicated matmul kernels: one CTA computes a BM x BN tile of C for one batch, keeping
@@ -83,7 +81,7 @@ func defaultGemmCfg(path string) gemmCfg {
 
 // gemmKernel emits the dedicated kernel for s with tiling c.
 func gemmKernel(s gemmSpec, c gemmCfg, t Target, entry string, params int) *Module {
-	k := &gemmGen{s: s, c: c, e: newEmitter(), entry: entry}
+	k := &gemmGen{kgen: kgen{e: newEmitter(), dt: s.dt}, s: s, c: c, entry: entry}
 	k.body()
 	var b strings.Builder
 	numPid := ceilDivInt(s.m, c.bm) * ceilDivInt(s.n, c.bn)
@@ -113,9 +111,9 @@ func gemmKernel(s gemmSpec, c gemmCfg, t Target, entry string, params int) *Modu
 
 // gemmGen writes one dedicated kernel.
 type gemmGen struct {
+	kgen
 	s     gemmSpec
 	c     gemmCfg
-	e     *emitter
 	entry string
 
 	tid, lane, warp string
@@ -134,25 +132,6 @@ type gemmGen struct {
 	// compute state
 	descA, descB string   // wgmma: descriptors at stage offset 0
 	offA, offB   []string // mma.sync: ldmatrix byte offsets inside a stage
-}
-
-func (k *gemmGen) r(cls string) string { return k.e.reg(cls) }
-
-func (k *gemmGen) op(opcode string, args ...string) { k.e.op(opcode, args...) }
-
-func (k *gemmGen) imm(v int) string { return itoa(v) }
-
-// mov32 returns a fresh .b32 register holding v.
-func (k *gemmGen) mov32(v string) string {
-	r := k.r("r")
-	k.op("mov.u32", r, v)
-	return r
-}
-
-func (k *gemmGen) bin32(opcode, a, b string) string {
-	r := k.r("r")
-	k.op(opcode, r, a, b)
-	return r
 }
 
 func (k *gemmGen) body() {
@@ -218,13 +197,6 @@ func (k *gemmGen) ctaTile() {
 	k.n0 = k.bin32("mul.lo.s32", pn, k.imm(c.bn))
 }
 
-// swz is the byte offset of 16-byte chunk ch of row row in a swizzled block.
-func (k *gemmGen) swz(row, ch string) string {
-	x := k.bin32("xor.b32", ch, k.bin32("and.b32", row, "7"))
-	o := k.bin32("shl.b32", x, "4")
-	return k.mad32(row, k.imm(swizzleRow), o)
-}
-
 // loaderSetup computes this thread's fixed part of every copy. A: thread t copies chunk t%8
 // of rows t/8 + 32i. B: a k-row has bn/8 chunks; thread t copies chunk t%(bn/8) of k-rows
 // t/(bn/8) + i*(256/(bn/8)).
@@ -253,30 +225,6 @@ func (k *gemmGen) loaderSetup() {
 	k.bColOK = k.r("p")
 	k.op("setp.lt.s32", k.bColOK, nCol, k.imm(s.n))
 	k.bK = rowB
-}
-
-// elemAddr is g + (row*ld + col)*2 as a 64-bit address.
-func (k *gemmGen) elemAddr(g, row string, ld int, col string) string {
-	o := k.r("rd")
-	k.op("mul.wide.s32", o, row, k.imm(ld))
-	c := k.r("rd")
-	k.op("cvt.s64.s32", c, col)
-	sum := k.r("rd")
-	k.op("add.s64", sum, o, c)
-	a := k.r("rd")
-	k.op("mad.lo.s64", a, sum, "2", g)
-	return a
-}
-
-// copy16 issues one 16-byte cp.async that zero-fills unless ok; an invalid source is
-// replaced by the matrix base, so no address outside the allocation is ever formed for the
-// copy engine.
-func (k *gemmGen) copy16(dst, src, ok, fallback string) {
-	n := k.r("r")
-	k.op("selp.b32", n, "16", "0", ok)
-	a := k.r("rd")
-	k.op("selp.b64", a, src, fallback, ok)
-	k.op("cp.async.cg.shared.global", "["+dst+"]", "["+a+"]", "16", n)
 }
 
 // loadTile issues the copies of the next k-tile into the stage at byte offset stage and
@@ -385,43 +333,10 @@ func (k *gemmGen) computeSetup() {
 	}
 }
 
-// cvt16 returns the 16-bit type suffix of the kernel's dtype.
-func (k *gemmGen) cvt16() string {
-	if k.s.dt == numerics.F16 {
-		return "f16"
-	}
-	return "bf16"
-}
-
-// pack converts two f32 accumulators to one 32-bit word of two 16-bit values (lo at the lower
-// address), encoding as numerics.Encode does: nearest even, NaN canonical.
-func (k *gemmGen) pack(lo, hi string) string {
-	nan := fmt.Sprintf("0x%04X", narrowOf[k.s.dt].nan)
-	w := k.r("r")
-	k.op("cvt.rn."+k.cvt16()+"x2.f32", w, hi, lo)
-	pl, ph := k.r("p"), k.r("p")
-	k.op("setp.nan.f32", pl, lo, lo)
-	k.op("setp.nan.f32", ph, hi, hi)
-	l := k.bin32("or.b32", k.bin32("and.b32", w, "0xFFFF0000"), nan)
-	w1 := k.r("r")
-	k.op("selp.b32", w1, l, w, pl)
-	h := k.bin32("or.b32", k.bin32("and.b32", w1, "0x0000FFFF"), fmt.Sprintf("0x%04X0000", narrowOf[k.s.dt].nan))
-	w2 := k.r("r")
-	k.op("selp.b32", w2, h, w1, ph)
-	return w2
-}
-
 // storePair writes the two values of C[row, col..col+1] when the row and col are inside.
 func (k *gemmGen) storePair(rowOK, colOK, addr, lo, hi string) {
 	w := k.pack(lo, hi)
 	ok := k.r("p")
 	k.op("and.pred", ok, rowOK, colOK)
 	k.e.opIf(ok, "st.global.b32", "["+addr+"]", w)
-}
-
-// mad32 returns a*b + c in a fresh .b32 register.
-func (k *gemmGen) mad32(a, b, c string) string {
-	r := k.r("r")
-	k.op("mad.lo.s32", r, a, b, c)
-	return r
 }

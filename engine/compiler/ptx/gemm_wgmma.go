@@ -26,16 +26,6 @@ func (k *gemmGen) wgmmaSetup() {
 	k.descB = k.descriptor(bAddr, descSwizzle128|descSBO|descLBOB)
 }
 
-// descriptor is the 64-bit matrix descriptor of the block at shared address addr.
-func (k *gemmGen) descriptor(addr string, fields uint64) string {
-	enc := k.bin32("and.b32", k.bin32("shr.u32", addr, "4"), "0x3FFF")
-	w := k.r("rd")
-	k.op("cvt.u64.u32", w, enc)
-	d := k.r("rd")
-	k.op("or.b64", d, w, hex64(fields))
-	return d
-}
-
 func (k *gemmGen) computeWgmma(stage string) {
 	c := k.c
 	so := k.r("rd")
