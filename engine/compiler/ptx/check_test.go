@@ -142,6 +142,8 @@ func operandClasses(opcode string, n int) []string {
 		return []string{last, last, "r"}
 	case opcode == "cp.async.cg.shared.global":
 		return []string{"addr", "addr", "imm", "r"}
+	case strings.HasPrefix(opcode, "wgmma.mma_async.") && n == 7: // A from registers
+		return []string{"f", "r", "rd", "p", "imm", "imm", "imm"}
 	case strings.HasPrefix(opcode, "wgmma.mma_async."):
 		return []string{"f", "rd", "rd", "p", "imm", "imm", "imm", "imm"}
 	case strings.HasPrefix(opcode, "wgmma.") || strings.HasPrefix(opcode, "cp.async.") || strings.HasPrefix(opcode, "fence."):

@@ -7,10 +7,19 @@ import (
 )
 
 // dedicated returns the dedicated kernel for k when it is the canonical matmul (matchGemm) and
-// the target has tensor cores to spare the general path: wgmma on sm_90a, mma.sync otherwise.
-// TESSERA_PTX_GEMM=off keeps every matmul on the general path (to compare the two on a GPU).
+// the target has tensor cores to spare the general path: wgmma on sm_90a, mma.sync otherwise;
+// or the canonical attention (matchAttention) on sm_90a. TESSERA_PTX_GEMM=off and
+// TESSERA_PTX_ATTN=off keep them on the general path (to compare the two on a GPU).
 func dedicated(k *tile.Kernel, t Target) (*Module, bool) {
-	if t.SIMTOnly || os.Getenv("TESSERA_PTX_GEMM") == "off" {
+	if t.SIMTOnly {
+		return nil, false
+	}
+	if s, ok := matchAttention(k); ok && t.SM == 90 && t.ArchSuffix == "a" && os.Getenv("TESSERA_PTX_ATTN") != "off" {
+		if c := defaultAttnCfg(s); c.valid(s) {
+			return attnKernel(s, c, t, entryName(k.Name), len(k.Params)), true
+		}
+	}
+	if os.Getenv("TESSERA_PTX_GEMM") == "off" {
 		return nil, false
 	}
 	s, ok := matchGemm(k)

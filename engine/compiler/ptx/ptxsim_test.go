@@ -252,6 +252,8 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 		return s.mma(in)
 	case strings.HasPrefix(in.op, "ldmatrix"):
 		return s.ldmatrix(in)
+	case in.op == "shfl.sync.bfly.b32":
+		return s.shfl(in, active)
 	case in.op == "bar.sync" || strings.HasPrefix(in.op, "fence") || strings.HasPrefix(in.op, "wgmma.") ||
 		in.op == "cp.async.commit_group" || in.op == "cp.async.wait_group" || in.op == "cp.async.wait_all":
 		return nil
@@ -264,6 +266,7 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 		v := func(i int) uint64 { return s.get(ops[i], t) }
 		set := func(x uint64) { ops[0].lanes[t] = x }
 		b32 := func(x uint64) { set(x & 0xFFFFFFFF) }
+		f32 := func(x float32) { set(uint64(math.Float32bits(x))) }
 		i32 := func(i int) int32 { return int32(uint32(v(i))) }
 		pred := func(c bool) {
 			if c {
@@ -273,7 +276,7 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 			}
 		}
 		switch in.op {
-		case "mov.u32", "mov.f32":
+		case "mov.u32", "mov.f32", "mov.b32":
 			b32(v(1))
 		case "and.b32":
 			b32(v(1) & v(2))
@@ -308,6 +311,35 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 		case "setp.nan.f32":
 			f := f32bits(v(1))
 			pred(f != f)
+		case "setp.eq.f32":
+			pred(f32bits(v(1)) == f32bits(v(2)))
+		case "not.pred":
+			pred(v(1) == 0)
+		case "selp.f32":
+			if v(3) != 0 {
+				set(v(1))
+			} else {
+				set(v(2))
+			}
+		case "mul.rn.f32":
+			f32(f32bits(v(1)) * f32bits(v(2)))
+		case "add.rn.f32":
+			f32(f32bits(v(1)) + f32bits(v(2)))
+		case "div.rn.f32":
+			f32(f32bits(v(1)) / f32bits(v(2)))
+		case "neg.f32":
+			b32(v(1) ^ 0x80000000)
+		case "fma.rn.f32":
+			f32(float32(math.FMA(float64(f32bits(v(1))), float64(f32bits(v(2))), float64(f32bits(v(3))))))
+		case "max.NaN.f32":
+			x, y := f32bits(v(1)), f32bits(v(2))
+			if x != x || y != y {
+				b32(0x7FFFFFFF)
+			} else {
+				f32(max(x, y))
+			}
+		case "ex2.approx.ftz.f32":
+			f32(ftz(float32(math.Exp2(float64(ftz(f32bits(v(1))))))))
 		case "selp.b32", "selp.b64":
 			if v(3) != 0 {
 				set(v(1))
@@ -464,19 +496,30 @@ func swizzle128(a uint64) uint64 { return a ^ ((a>>7)&7)<<4 }
 func (s *ptxsim) wgmma(in simIns) error {
 	n, _ := strconv.Atoi(strings.TrimSuffix(strings.Split(strings.TrimPrefix(in.op, "wgmma.mma_async.sync.aligned.m64n"), "k16")[0], ""))
 	d := in.regs[0]
-	if len(d) != n/2 || in.args[3] == "" || in.args[6] != "0" {
+	// A from registers: d, {a0..a3}, b-desc, scale-d, 1, 1, trans-b; from shared memory:
+	// d, a-desc, b-desc, scale-d, 1, 1, trans-a (0), trans-b.
+	regA := strings.HasPrefix(in.args[1], "{")
+	transIdx := 7
+	if regA {
+		transIdx = 6
+	}
+	if len(d) != n/2 || len(in.args) != transIdx+1 || (!regA && in.args[6] != "0") || (regA && len(in.regs[1]) != 4) {
 		return fmt.Errorf("wgmma form")
 	}
-	transB := in.args[7] == "1"
+	transB := in.args[transIdx] == "1"
 	for g := 0; g < s.n/128; g++ {
-		da, db := s.val(in.args[1], 128*g), s.val(in.args[2], 128*g)
+		da, db := uint64(0), s.val(in.args[2], 128*g)
+		if !regA {
+			da = s.val(in.args[1], 128*g)
+		}
+		accumulate := s.val(in.args[3], 128*g) != 0
 		for t := 128 * g; t < 128*(g+1); t++ {
-			if s.val(in.args[1], t) != da || s.val(in.args[2], t) != db {
-				return fmt.Errorf("descriptors differ inside a warpgroup")
+			if (!regA && s.val(in.args[1], t) != da) || s.val(in.args[2], t) != db || (s.val(in.args[3], t) != 0) != accumulate {
+				return fmt.Errorf("descriptors or scale-d differ inside a warpgroup")
 			}
 		}
 		field := func(x uint64, at uint) uint64 { return (x >> at) & 0x3FFF << 4 }
-		if da>>62 != 1 || db>>62 != 1 || (da>>49)&7 != 0 || (db>>49)&7 != 0 {
+		if (!regA && (da>>62 != 1 || (da>>49)&7 != 0)) || db>>62 != 1 || (db>>49)&7 != 0 {
 			return fmt.Errorf("only 128-byte swizzle with base offset 0 is modelled")
 		}
 		aStart, aSBO := field(da, 0), field(da, 32)
@@ -484,6 +527,16 @@ func (s *ptxsim) wgmma(in simIns) error {
 		var A [64][16]float64
 		for m := 0; m < 64; m++ {
 			for k := 0; k < 16; k++ {
+				if regA {
+					// The m16n8k16 A fragment per warp: reg q of lane l holds row l/4 + 8(q%2),
+					// cols 2(l%4) + 8(q/2), +1.
+					w, r := m/16, m%16
+					l := 4*(r%8) + (k%8)/2
+					q := r/8 + 2*(k/8)
+					x := in.regs[1][q][128*g+32*w+l]
+					A[m][k] = s.half(x >> (16 * uint(k%2)))
+					continue
+				}
 				A[m][k] = s.half(s.u16(swizzle128(aStart + uint64(m/8)*aSBO + uint64(m%8)*128 + uint64(2*k))))
 			}
 		}
@@ -509,9 +562,38 @@ func (s *ptxsim) wgmma(in simIns) error {
 					sum += A[row][k] * B[col][k]
 				}
 				r := d[q]
-				r[128*g+t] = uint64(math.Float32bits(f32bits(r[128*g+t]) + float32(sum)))
+				acc := float32(0)
+				if accumulate {
+					acc = f32bits(r[128*g+t])
+				}
+				r[128*g+t] = uint64(math.Float32bits(acc + float32(sum)))
 			}
 		}
+	}
+	return nil
+}
+
+// ftz flushes f32 subnormals to signed zero, as the .ftz forms do.
+func ftz(x float32) float32 {
+	if x != 0 && math.Abs(float64(x)) < 0x1p-126 {
+		return float32(math.Copysign(0, float64(x)))
+	}
+	return x
+}
+
+// shfl: shfl.sync.bfly.b32 d, a, lanemask, 31, membermask; every lane reads a from lane ^ mask
+// of its warp, all lanes at once (a may be d).
+func (s *ptxsim) shfl(in simIns, active []bool) error {
+	src := make([]uint64, s.n)
+	for t := range src {
+		src[t] = s.get(in.ops[1], t)
+	}
+	for t := range src {
+		if !active[t] {
+			return fmt.Errorf("shfl under a divergent predicate")
+		}
+		from := t&^31 | (t&31)^int(s.get(in.ops[2], t))
+		in.ops[0].lanes[t] = src[from]
 	}
 	return nil
 }
