@@ -3,6 +3,8 @@ package ptx
 import (
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 )
 
@@ -35,11 +37,23 @@ const (
 	attnBlock   = attnBM * swizzleRow // one 128-row block of 64 16-bit columns
 )
 
-// attnCfg is the kernel's one tunable: the depth of the K and V rings.
-type attnCfg struct{ stages int }
+// attnCfg is the kernel's tiling: the depth of the K and V rings, and whether a key tile's
+// copies are issued after its tensor-core work (late) or before.
+type attnCfg struct {
+	stages int
+	late   bool
+	diag   string // timing experiments only (never dispatched): noexp, nosoftmax, noloads, nopv
+}
 
 func (c attnCfg) String() string {
-	return fmt.Sprintf("wgmma %dx%d stages=%d", attnBM, attnBN, c.stages)
+	s := fmt.Sprintf("wgmma %dx%d stages=%d", attnBM, attnBN, c.stages)
+	if c.late {
+		s += " late"
+	}
+	if c.diag != "" {
+		s += " diag=" + c.diag
+	}
+	return s
 }
 
 func blocks64(d int) int { return ceilDivInt(d, 64) }
@@ -53,11 +67,15 @@ func (s attnSpec) sharedBytes(c attnCfg) int {
 
 func (c attnCfg) valid(s attnSpec) bool { return c.stages >= 2 && s.sharedBytes(c) <= maxShared }
 
-// defaultAttnCfg is the deepest ring that fits.
+// defaultAttnCfg is the measured best (docs/PERF.md: a 3-deep ring gained nothing over 2,
+// issuing the copies after the tensor-core work gained 4%), or TESSERA_PTX_ATTN_STAGES where
+// that fits (for A/B timings on the GPU).
 func defaultAttnCfg(s attnSpec) attnCfg {
-	c := attnCfg{stages: 3}
-	if !c.valid(s) {
-		c.stages = 2
+	c := attnCfg{stages: 2, late: true}
+	if n, err := strconv.Atoi(os.Getenv("TESSERA_PTX_ATTN_STAGES")); err == nil {
+		if e := (attnCfg{stages: n, late: true}); e.valid(s) {
+			return e
+		}
 	}
 	return c
 }
@@ -408,14 +426,19 @@ func (k *attnGen) mainLoop() {
 			e.opIf("!"+more, "bra", done)
 		}
 		k.waitTiles()
-		k.loadK()
-		k.loadV()
-		k.op("cp.async.commit_group")
+		if !k.c.late {
+			k.loadNext()
+		}
 		k.op("wgmma.fence.sync.aligned")
 		k.issueScores()
 		k.ring(k.kComp, s.qBytes(), s.kSlot())
-		if !first {
+		if !first && k.c.diag != "nopv" {
 			k.issuePV()
+		}
+		if k.c.late {
+			k.loadNext()
+		}
+		if !first && k.c.diag != "nopv" {
 			k.op("wgmma.wait_group.sync.aligned", "1")
 		} else {
 			k.op("wgmma.wait_group.sync.aligned", "0")
@@ -438,6 +461,15 @@ func (k *attnGen) mainLoop() {
 			return
 		}
 	}
+}
+
+// loadNext issues key tile j+stages-1 and value tile j+stages-2 as one group.
+func (k *attnGen) loadNext() {
+	if k.c.diag != "noloads" {
+		k.loadK()
+		k.loadV()
+	}
+	k.op("cp.async.commit_group")
 }
 
 // mask sets the scores of keys past each row's limit to -Inf. Thread element q of S is row
@@ -502,6 +534,9 @@ func (k *attnGen) rowHalf(h int) []string {
 // (alpha is the same for the four), summed across them once at the end.
 func (k *attnGen) softmax() [2]string {
 	var alpha [2]string
+	if k.c.diag == "nosoftmax" {
+		return [2]string{f32lit(1), f32lit(1)}
+	}
 	for h := range 2 {
 		xs := k.rowHalf(h)
 		mx := k.fold(xs, "max.NaN.f32")
@@ -527,7 +562,9 @@ func (k *attnGen) softmax() [2]string {
 		k.op("mov.f32", k.m[h], mNew)
 		for _, v := range xs {
 			k.op("fma.rn.f32", v, v, k.scaleLog2, neg)
-			k.op("ex2.approx.ftz.f32", v, v)
+			if k.c.diag != "noexp" {
+				k.op("ex2.approx.ftz.f32", v, v)
+			}
 		}
 		sum := k.fold(xs, "add.rn.f32")
 		k.op("fma.rn.f32", k.l[h], k.l[h], alpha[h], sum)

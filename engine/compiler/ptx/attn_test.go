@@ -132,8 +132,7 @@ func TestAttentionSimulated(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s not matched", c.a)
 		}
-		for _, st := range []int{2, 3} {
-			cfg := attnCfg{stages: st}
+		for _, cfg := range []attnCfg{{stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true}} {
 			if !cfg.valid(s) {
 				continue
 			}

@@ -40,7 +40,7 @@ var dumpViews = map[string]string{"graph": "dce", "groups": "fuse-elementwise", 
 func newCompileCmd(e *env) *cobra.Command {
 	var jsonPath string
 	var dump []string
-	var target string
+	var target, arch string
 	cmd := &cobra.Command{
 		Use:   "compile GRAPH",
 		Short: "Compile a graph text file and print its schedules, or dump the IR after any pass",
@@ -55,7 +55,9 @@ and the schedule hash.
   all        after every pass
   PASS, after:PASS   after the named pass; passes: ` + strings.Join(compiler.PassNames(), ", ") + `
 
---target ptx prints every kernel's PTX (sm_90, docs/ptx.md) instead of the schedules.`,
+--target ptx prints every kernel's PTX (docs/ptx.md) instead of the schedules; --arch sm_90a
+gives the dedicated wgmma kernels (matmul, attention) the CUDA backend uses on an H100, sm_90
+the SIMT and mma.sync paths.`,
 		Example: `  tessera-qa compile docs/examples/mlp.tg
   tessera-qa compile --dump=graph,schedule,tile docs/examples/mlp.tg
   tessera-qa compile --dump=after:canonicalize docs/examples/mlp.tg
@@ -68,6 +70,14 @@ and the schedule hash.
 			}
 			if target != "tile" && target != "ptx" {
 				return usage(cmd, "--target %q: want tile or ptx", target)
+			}
+			tgt := ptx.H100
+			switch arch {
+			case "sm_90":
+			case "sm_90a":
+				tgt.ArchSuffix = "a"
+			default:
+				return usage(cmd, "--arch %q: want sm_90 or sm_90a", arch)
 			}
 			g, err := graph.ParseFile(args[0])
 			if err != nil {
@@ -84,7 +94,7 @@ and the schedule hash.
 			}
 			switch {
 			case target == "ptx":
-				text, err := ptx.Text(p, ptx.H100)
+				text, err := ptx.Text(p, tgt)
 				if err != nil {
 					return err
 				}
@@ -103,6 +113,7 @@ and the schedule hash.
 		}),
 	}
 	cmd.Flags().StringVar(&target, "target", "tile", "what to print: tile (schedules, or the --dump views) or ptx (every kernel's PTX for sm_90)")
+	cmd.Flags().StringVar(&arch, "arch", "sm_90", "--target ptx: sm_90 or sm_90a (wgmma)")
 	cmd.Flags().StringSliceVar(&dump, "dump", nil, "print the IR after passes: graph, groups, schedule, tile, all, or a pass name (comma-separated)")
 	addJSONFlag(cmd, &jsonPath)
 	return cmd
