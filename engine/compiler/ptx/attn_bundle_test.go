@@ -22,14 +22,10 @@ func TestWriteAttnBundle(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "ptx"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var cfgs []attnCfg
-	for _, late := range []bool{false, true} {
-		for _, st := range []int{2, 3} {
-			cfgs = append(cfgs, attnCfg{stages: st, late: late})
-		}
-	}
-	for _, d := range []string{"noexp", "nosoftmax", "noloads", "nopv"} {
-		cfgs = append(cfgs, attnCfg{stages: 3, late: true, diag: d})
+	cfgs := []attnCfg{{stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true},
+		{stages: 2, ping: true}, {stages: 3, ping: true}}
+	for _, d := range []string{"noexp", "nosoftmax", "noloads", "noloads,nosoftmax", "nopv"} {
+		cfgs = append(cfgs, attnCfg{stages: 3, ping: true, diag: d})
 	}
 	var bench []gemmBenchCase
 	for gi, causal := range []bool{false, true} {

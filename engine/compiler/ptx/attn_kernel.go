@@ -42,14 +42,22 @@ const (
 type attnCfg struct {
 	stages int
 	late   bool
+	ping   bool   // ping-pong: warpgroup 0 copies, the two take turns on the tensor cores (attn_ping.go)
 	diag   string // timing experiments only (never dispatched): noexp, nosoftmax, noloads, nopv
 }
+
+// has reports whether diagnostic cut d is on (diag is a comma-separated list).
+func (c attnCfg) has(d string) bool { return strings.Contains(","+c.diag+",", ","+d+",") }
 
 func (c attnCfg) String() string {
 	s := fmt.Sprintf("wgmma %dx%d stages=%d", attnBM, attnBN, c.stages)
 	if c.late {
 		s += " late"
 	}
+	if c.ping {
+		s += " ping"
+	}
+
 	if c.diag != "" {
 		s += " diag=" + c.diag
 	}
@@ -65,15 +73,21 @@ func (s attnSpec) sharedBytes(c attnCfg) int {
 	return s.qBytes() + c.stages*(s.kSlot()+s.vSlot()) + 1024
 }
 
-func (c attnCfg) valid(s attnSpec) bool { return c.stages >= 2 && s.sharedBytes(c) <= maxShared }
+func (c attnCfg) valid(s attnSpec) bool {
+	return c.stages >= 2 && s.sharedBytes(c) <= maxShared && (!c.ping || (c.stages <= pingMaxStages && s.d == s.dv))
+}
 
-// defaultAttnCfg is the measured best (docs/PERF.md: a 3-deep ring gained nothing over 2,
-// issuing the copies after the tensor-core work gained 4%), or TESSERA_PTX_ATTN_STAGES where
-// that fits (for A/B timings on the GPU).
+// defaultAttnCfg is the measured best (docs/PERF.md): ping-pong with a 3-deep ring; where
+// ping-pong does not apply (head dims of Q and V differ), the lockstep kernel with its copies
+// issued after the tensor-core work and a 2-deep ring. TESSERA_PTX_ATTN_STAGES picks the ring
+// depth where that fits (for A/B timings on the GPU).
 func defaultAttnCfg(s attnSpec) attnCfg {
-	c := attnCfg{stages: 2, late: true}
+	c := attnCfg{stages: 3, ping: true}
+	if !c.valid(s) {
+		c = attnCfg{stages: 2, late: true}
+	}
 	if n, err := strconv.Atoi(os.Getenv("TESSERA_PTX_ATTN_STAGES")); err == nil {
-		if e := (attnCfg{stages: n, late: true}); e.valid(s) {
+		if e := (attnCfg{stages: n, late: c.late, ping: c.ping}); e.valid(s) {
 			return e
 		}
 	}
@@ -83,6 +97,7 @@ func defaultAttnCfg(s attnSpec) attnCfg {
 var attnOps = []string{
 	"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
 	"shfl.sync.bfly.b32", "max.NaN.f32", "fma.rn.f32", "ex2.approx.ftz.f32", "setp.eq.f32", "not.pred",
+	"setp.eq.u32", "bar.arrive",
 }
 
 func init() {
@@ -143,6 +158,10 @@ type attnGen struct {
 	kComp, vComp        string // byte offsets of the slots read next
 	pTrue, pFalse       string
 
+	// ping-pong mode (attn_ping.go)
+	producer, consumer string // predicates: this thread is in warpgroup 0 / 1
+	pp                 pingState
+
 	sAcc, oAcc []string // f32 scores (64 keys x 2 rows per thread) and output
 	p          []string // P as 16-bit pairs: the A fragments of the P V product, 4 per 16 keys
 	m, l       [2]string
@@ -179,11 +198,20 @@ func (k *attnGen) body() {
 	k.op("setp.ne.u32", k.pTrue, k.tid, "0xFFFFFFFF")
 	k.op("not.pred", k.pFalse, k.pTrue)
 	k.state()
+	k.producer = ""
+	if k.c.ping {
+		k.pingSetup()
+	}
 	k.loaderSetup()
 	k.computeSetup()
 	k.prologue()
-	k.mainLoop()
-	k.epilogue()
+	if k.c.ping {
+		k.pingLoop()
+		k.pingEpilogue()
+	} else {
+		k.mainLoop()
+		k.epilogue()
+	}
 	k.op("cp.async.wait_all")
 	k.op("ret")
 }
@@ -200,6 +228,7 @@ func (k *attnGen) tiles() {
 		qt = k.bin32("sub.s32", k.mov32(k.imm(nq-1)), qt)
 	}
 	k.q0 = k.bin32("shl.b32", qt, "7")
+
 	if s.causal {
 		last := k.bin32("min.s32", k.bin32("add.s32", k.q0, k.imm(attnBM-1)), k.imm(s.sq-1))
 		k.nT = k.bin32("min.s32", k.bin32("add.s32", k.bin32("shr.u32", last, "7"), "1"), k.imm(nk))
@@ -245,9 +274,23 @@ func (k *attnGen) state() {
 	k.scaleLog2 = f32lit(float32(s.scale * math.Log2E))
 }
 
+// rowStep is how many rows one pass of the loader's threads copies: 256 threads (32 rows of
+// 8 chunks), or in ping-pong mode the producer warpgroup's 128 (16 rows).
+func (k *attnGen) rowStep() int {
+	if k.c.ping {
+		return 16
+	}
+	return 32
+}
+
+// loaderRow is this thread's row inside a loader pass.
+func (k *attnGen) loaderRow() string {
+	return k.bin32("shr.u32", k.bin32("and.b32", k.tid, k.imm(8*k.rowStep()-1)), "3")
+}
+
 func (k *attnGen) loaderSetup() {
 	s := k.s
-	r := k.bin32("shr.u32", k.tid, "3")
+	r := k.loaderRow()
 	ch := k.bin32("and.b32", k.tid, "7")
 	k.sOff = k.swz(r, ch)
 	k.chunkCol = k.bin32("shl.b32", ch, "3")
@@ -262,7 +305,7 @@ func (k *attnGen) loaderSetup() {
 // copyTile issues the copies of one [128 x cols] tile at global ptr (this thread's first chunk,
 // row index row, rows valid below limit, row stride ld elements) into the slot at byte offset
 // slot, when have.
-func (k *attnGen) copyTile(have, ptr, row string, limit, ld, cols int, slot, fallback string) {
+func (k *attnGen) copyTile(have, ptr, row string, rows, limit, ld, cols int, slot, fallback string) {
 	e := k.e
 	skip := e.label()
 	if have != "" {
@@ -275,15 +318,22 @@ func (k *attnGen) copyTile(have, ptr, row string, limit, ld, cols int, slot, fal
 		k.op("setp.lt.s32", p, k.chunkCol, k.imm(cols-64*b))
 		colOK = append(colOK, p)
 	}
-	for i := range attnBM / 32 {
+	step := k.rowStep()
+	for i := range rows / step {
 		rowOK := k.r("p")
-		k.op("setp.lt.s32", rowOK, row, k.imm(limit-32*i))
+		k.op("setp.lt.s32", rowOK, row, k.imm(limit-step*i))
 		for b, cok := range colOK {
 			ok := k.r("p")
 			k.op("and.pred", ok, rowOK, cok)
 			src := k.r("rd")
-			k.op("add.s64", src, ptr, itoa64(int64(2*(32*i*ld+64*b))))
-			k.copy16(k.bin32("add.s32", dst, k.imm(b*attnBlock+32*i*swizzleRow)), src, ok, fallback)
+			k.op("add.s64", src, ptr, itoa64(int64(2*(step*i*ld+64*b))))
+			dst := k.bin32("add.s32", dst, k.imm(b*attnBlock+step*i*swizzleRow))
+			n := k.r("r")
+			k.op("selp.b32", n, "16", "0", ok)
+			a := k.r("rd")
+			k.op("selp.b64", a, src, fallback, ok)
+			// In ping-pong mode only the producer warpgroup copies.
+			k.e.opIf(k.producer, "cp.async.cg.shared.global", "["+dst+"]", "["+a+"]", "16", n)
 		}
 	}
 	e.place(skip)
@@ -294,7 +344,7 @@ func (k *attnGen) loadK() {
 	s := k.s
 	have := k.r("p")
 	k.op("setp.lt.s32", have, k.kIdx, k.nT)
-	k.copyTile(have, k.kPtr, k.kRow, s.sk, s.d, s.d, k.kLoad, k.gK)
+	k.copyTile(have, k.kPtr, k.kRow, attnBN, s.sk, s.d, s.d, k.kLoad, k.gK)
 	k.op("add.s64", k.kPtr, k.kPtr, itoa64(int64(2*attnBN*s.d)))
 	k.op("add.s32", k.kRow, k.kRow, k.imm(attnBN))
 	k.op("add.s32", k.kIdx, k.kIdx, "1")
@@ -305,7 +355,7 @@ func (k *attnGen) loadV() {
 	s := k.s
 	have := k.r("p")
 	k.op("setp.lt.s32", have, k.vIdx, k.nT)
-	k.copyTile(have, k.vPtr, k.vRow, s.sk, s.dv, s.dv, k.vLoad, k.gV)
+	k.copyTile(have, k.vPtr, k.vRow, attnBN, s.sk, s.dv, s.dv, k.vLoad, k.gV)
 	k.op("add.s64", k.vPtr, k.vPtr, itoa64(int64(2*attnBN*s.dv)))
 	k.op("add.s32", k.vRow, k.vRow, k.imm(attnBN))
 	k.op("add.s32", k.vIdx, k.vIdx, "1")
@@ -325,14 +375,17 @@ func (k *attnGen) ring(off string, start, slot int) {
 // for group j with stages-2 younger ones left in flight.
 func (k *attnGen) prologue() {
 	s := k.s
-	r := k.bin32("shr.u32", k.tid, "3")
+	r := k.loaderRow()
 	qRow := k.bin32("add.s32", k.q0, r)
 	qPtr := k.elemAddr(k.gQ, qRow, s.d, k.chunkCol)
-	k.copyTile("", qPtr, qRow, s.sq, s.d, s.d, "0", k.gQ)
+	k.copyTile("", qPtr, qRow, attnBM, s.sq, s.d, s.d, "0", k.gQ)
 	k.loadK()
 	k.op("cp.async.commit_group")
 	for range k.c.stages - 2 {
 		k.loadK()
+		if k.c.ping { // ping-pong commits K and V tiles as separate groups
+			k.op("cp.async.commit_group")
+		}
 		k.loadV()
 		k.op("cp.async.commit_group")
 	}
@@ -409,14 +462,7 @@ func (k *attnGen) waitTiles() {
 func (k *attnGen) mainLoop() {
 	s, e := k.s, k.e
 	j := k.mov32("0")
-	// The first tile that needs a mask: the ragged last tile, or the causal diagonal.
-	mStart := k.mov32(k.imm(1 << 30))
-	if s.sk%attnBN != 0 {
-		k.op("mov.u32", mStart, k.imm(s.sk/attnBN))
-	}
-	if s.causal {
-		k.op("min.s32", mStart, mStart, k.bin32("shr.u32", k.q0, "7"))
-	}
+	mStart := k.maskStart()
 	for first := true; ; first = false {
 		head, done := e.label(), e.label()
 		if !first {
@@ -432,13 +478,13 @@ func (k *attnGen) mainLoop() {
 		k.op("wgmma.fence.sync.aligned")
 		k.issueScores()
 		k.ring(k.kComp, s.qBytes(), s.kSlot())
-		if !first && k.c.diag != "nopv" {
+		if !first && !k.c.has("nopv") {
 			k.issuePV()
 		}
 		if k.c.late {
 			k.loadNext()
 		}
-		if !first && k.c.diag != "nopv" {
+		if !first && !k.c.has("nopv") {
 			k.op("wgmma.wait_group.sync.aligned", "1")
 		} else {
 			k.op("wgmma.wait_group.sync.aligned", "0")
@@ -465,11 +511,25 @@ func (k *attnGen) mainLoop() {
 
 // loadNext issues key tile j+stages-1 and value tile j+stages-2 as one group.
 func (k *attnGen) loadNext() {
-	if k.c.diag != "noloads" {
+	if !k.c.has("noloads") {
 		k.loadK()
 		k.loadV()
 	}
 	k.op("cp.async.commit_group")
+}
+
+// maskStart is the first key tile that needs a mask: the ragged last tile, or the causal
+// diagonal.
+func (k *attnGen) maskStart() string {
+	s := k.s
+	m := k.mov32(k.imm(1 << 30))
+	if s.sk%attnBN != 0 {
+		k.op("mov.u32", m, k.imm(s.sk/attnBN))
+	}
+	if s.causal {
+		k.op("min.s32", m, m, k.bin32("shr.u32", k.q0, "7"))
+	}
+	return m
 }
 
 // mask sets the scores of keys past each row's limit to -Inf. Thread element q of S is row
@@ -534,7 +594,7 @@ func (k *attnGen) rowHalf(h int) []string {
 // (alpha is the same for the four), summed across them once at the end.
 func (k *attnGen) softmax() [2]string {
 	var alpha [2]string
-	if k.c.diag == "nosoftmax" {
+	if k.c.has("nosoftmax") {
 		return [2]string{f32lit(1), f32lit(1)}
 	}
 	for h := range 2 {
@@ -562,7 +622,7 @@ func (k *attnGen) softmax() [2]string {
 		k.op("mov.f32", k.m[h], mNew)
 		for _, v := range xs {
 			k.op("fma.rn.f32", v, v, k.scaleLog2, neg)
-			if k.c.diag != "noexp" {
+			if !k.c.has("noexp") {
 				k.op("ex2.approx.ftz.f32", v, v)
 			}
 		}
@@ -583,13 +643,18 @@ func (k *attnGen) rescaleAndPack(alpha [2]string) {
 	}
 }
 
-// epilogue: the last tile's P V, then O / l stored for the rows and columns inside.
+// epilogue: the last tile's P V, then O / l stored.
 func (k *attnGen) epilogue() {
-	s := k.s
 	k.waitTiles()
 	k.op("wgmma.fence.sync.aligned")
 	k.issuePV()
 	k.op("wgmma.wait_group.sync.aligned", "0")
+	k.store()
+}
+
+// store writes O / l for the rows and columns inside.
+func (k *attnGen) store() {
+	s := k.s
 	var sum [2]string
 	for h := range 2 {
 		l := k.l[h]

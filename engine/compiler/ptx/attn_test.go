@@ -62,9 +62,9 @@ func TestAttentionMatch(t *testing.T) {
 		{numerics.BF16, attnShape{4, 4096, 4096, 128, 128, false}, nil, true},
 		{numerics.F16, attnShape{2, 200, 300, 64, 64, true}, nil, true},
 		{numerics.BF16, attnShape{1, 67, 45, 16, 16, true}, nil, true},
-		{numerics.BF16, attnShape{2, 37, 131, 8, 5, false}, nil, false},     // dv not a multiple of 8
-		{numerics.BF16, attnShape{1, 64, 64, 256, 256, false}, nil, false},  // head dim over 128
-		{numerics.F32, attnShape{1, 64, 64, 64, 64, false}, nil, false},     // no f32 tensor-core path
+		{numerics.BF16, attnShape{2, 37, 131, 8, 5, false}, nil, false},    // dv not a multiple of 8
+		{numerics.BF16, attnShape{1, 64, 64, 256, 256, false}, nil, false}, // head dim over 128
+		{numerics.F32, attnShape{1, 64, 64, 64, 64, false}, nil, false},    // no f32 tensor-core path
 		{numerics.BF16, attnShape{1, 64, 64, 64, 64, false}, graph.Attrs{"scale": graph.Float(-0.5)}, false},
 	} {
 		k := attnKernelOf(t, attnGraph(t, c.dt, c.a, c.attrs))
@@ -132,7 +132,12 @@ func TestAttentionSimulated(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s not matched", c.a)
 		}
-		for _, cfg := range []attnCfg{{stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true}} {
+		// Every variant on the first case; the default (and the lockstep fallback) on the rest.
+		cfgs := []attnCfg{defaultAttnCfg(s), {stages: 2, late: true}}
+		if i == 0 {
+			cfgs = []attnCfg{{stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true}, {stages: 2, ping: true}, {stages: 3, ping: true}}
+		}
+		for _, cfg := range cfgs {
 			if !cfg.valid(s) {
 				continue
 			}

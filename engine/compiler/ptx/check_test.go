@@ -67,7 +67,7 @@ func checkPTX(text string, params int) error {
 		}
 		want := operandClasses(opcode, len(ops))
 		for i, o := range ops {
-			isDst := i == 0 && !strings.HasPrefix(opcode, "st.") && opcode != "bar.sync" && want[i] != "imm"
+			isDst := i == 0 && !strings.HasPrefix(opcode, "st.") && !strings.HasPrefix(opcode, "bar.") && want[i] != "imm"
 			if err := checkOperand(o, want[i], isDst, declared); err != nil {
 				return where(fmt.Errorf("operand %d: %w", i, err))
 			}
@@ -154,7 +154,9 @@ func operandClasses(opcode string, n int) []string {
 		return []string{"f", "r", "r", "f"}
 	case opcode == "bfe.u32":
 		return []string{"r", "r", "r", "r"}
-	case opcode == "bar.sync" || opcode == "ret":
+	case opcode == "bar.sync" || opcode == "bar.arrive": // barrier id and count: immediates or registers
+		return fill("r")
+	case opcode == "ret":
 		return fill("imm")
 	}
 	return fill(last)

@@ -101,7 +101,7 @@ func TestCheckerCatchesMistakes(t *testing.T) {
 		"wrong class": func(s string) string {
 			return strings.Replace(s, "cvta.to.global.u64 %rd2", "cvta.to.global.u64 %fd2", 1)
 		},
-		"unknown opcode":  func(s string) string { return strings.Replace(s, "bar.sync 0", "bar.arrive 0", 1) },
+		"unknown opcode":  func(s string) string { return strings.Replace(s, "bar.sync 0", "bar.red 0", 1) },
 		"duplicate label": func(s string) string { return strings.Replace(s, "$L2:", "$L1:", 1) },
 		"dangling branch": func(s string) string { return strings.Replace(s, "bra $L1;", "bra $L777;", 1) },
 		"unbalanced":      func(s string) string { return strings.Replace(s, "}\n", "\n", 1) },

@@ -29,6 +29,7 @@ type ptxsim struct {
 	global  map[uint64][]byte // base address -> buffer
 	params  map[string]uint64
 	ctaid   [2]uint64
+	bars    map[uint64]int // named barrier -> arrivals of its current generation
 }
 
 type simIns struct {
@@ -204,6 +205,7 @@ func (s *ptxsim) run() (err error) {
 	for _, r := range s.regs {
 		clear(r)
 	}
+	s.bars = map[uint64]int{}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%v", r)
@@ -234,6 +236,11 @@ func (s *ptxsim) run() (err error) {
 			continue
 		}
 		if in.op == "ret" {
+			for id, n := range s.bars {
+				if n != 0 {
+					return fmt.Errorf("named barrier %d left with %d arrivals at exit", id, n)
+				}
+			}
 			return nil
 		}
 		if err := s.exec(in, active); err != nil {
@@ -254,7 +261,9 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 		return s.ldmatrix(in)
 	case in.op == "shfl.sync.bfly.b32":
 		return s.shfl(in, active)
-	case in.op == "bar.sync" || strings.HasPrefix(in.op, "fence") || strings.HasPrefix(in.op, "wgmma.") ||
+	case in.op == "bar.sync" || in.op == "bar.arrive":
+		return s.barrier(in, active)
+	case strings.HasPrefix(in.op, "fence") || strings.HasPrefix(in.op, "wgmma.") ||
 		in.op == "cp.async.commit_group" || in.op == "cp.async.wait_group" || in.op == "cp.async.wait_all":
 		return nil
 	}
@@ -306,6 +315,8 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 			pred(i32(1) < i32(2))
 		case "setp.ge.s32":
 			pred(i32(1) >= i32(2))
+		case "setp.eq.u32":
+			pred(uint32(v(1)) == uint32(v(2)))
 		case "setp.ne.u32":
 			pred(uint32(v(1)) != uint32(v(2)))
 		case "setp.nan.f32":
@@ -592,8 +603,34 @@ func (s *ptxsim) shfl(in simIns, active []bool) error {
 		if !active[t] {
 			return fmt.Errorf("shfl under a divergent predicate")
 		}
-		from := t&^31 | (t&31)^int(s.get(in.ops[2], t))
+		from := t&^31 | (t & 31) ^ int(s.get(in.ops[2], t))
 		in.ops[0].lanes[t] = src[from]
+	}
+	return nil
+}
+
+// barrier counts arrivals at named barriers (bar.sync and bar.arrive alike: the lockstep
+// simulator cannot wait): every thread of one generation must name the same count, and a
+// generation ends when that many have arrived. run checks at exit that none is left half full,
+// which is how an unbalanced arrive/sync protocol (a deadlock or a barrier mixing two
+// generations on the GPU) shows here.
+func (s *ptxsim) barrier(in simIns, active []bool) error {
+	for t := range active {
+		if !active[t] {
+			continue
+		}
+		id := s.get(in.ops[0], t)
+		count := s.n
+		if len(in.ops) > 1 {
+			count = int(s.get(in.ops[1], t))
+		}
+		if id > 15 || count%32 != 0 || count == 0 {
+			return fmt.Errorf("barrier %d with count %d", id, count)
+		}
+		s.bars[id]++
+		if s.bars[id] == count {
+			s.bars[id] = 0
+		}
 	}
 	return nil
 }
