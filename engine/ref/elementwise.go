@@ -11,7 +11,7 @@ import (
 
 func negF(x float64) float64  { return -x }
 func absF(x float64) float64  { return math.Abs(x) }
-func expF(x float64) float64  { return math.Exp(x) }
+func expF(x float64) float64  { return numerics.Exp(x) }
 func logF(x float64) float64  { return numerics.Log(x) }
 func sqrtF(x float64) float64 { return math.Sqrt(x) }
 func tanhF(x float64) float64 { return math.Tanh(x) }

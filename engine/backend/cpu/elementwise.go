@@ -123,7 +123,7 @@ var unaryFuncs = map[tile.UnaryOp]func(float64) float64{
 		}
 		return 0
 	},
-	tile.Exp:     math.Exp,
+	tile.Exp:     numerics.Exp,
 	tile.Log:     numerics.Log,
 	tile.Sqrt:    math.Sqrt,
 	tile.Rsqrt:   func(x float64) float64 { return 1 / math.Sqrt(x) },
