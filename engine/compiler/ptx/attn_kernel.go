@@ -42,7 +42,6 @@ const (
 type attnCfg struct {
 	stages int
 	late   bool
-	ping   bool   // ping-pong: warpgroup 0 copies, the two take turns on the tensor cores (attn_ping.go)
 	diag   string // timing experiments only (never dispatched): noexp, nosoftmax, noloads, nopv
 }
 
@@ -53,9 +52,6 @@ func (c attnCfg) String() string {
 	s := fmt.Sprintf("wgmma %dx%d stages=%d", attnBM, attnBN, c.stages)
 	if c.late {
 		s += " late"
-	}
-	if c.ping {
-		s += " ping"
 	}
 
 	if c.diag != "" {
@@ -74,20 +70,16 @@ func (s attnSpec) sharedBytes(c attnCfg) int {
 }
 
 func (c attnCfg) valid(s attnSpec) bool {
-	return c.stages >= 2 && s.sharedBytes(c) <= maxShared && (!c.ping || (c.stages <= pingMaxStages && s.d == s.dv))
+	return c.stages >= 2 && s.sharedBytes(c) <= maxShared
 }
 
-// defaultAttnCfg is the measured best (docs/PERF.md): ping-pong with a 3-deep ring; where
-// ping-pong does not apply (head dims of Q and V differ), the lockstep kernel with its copies
-// issued after the tensor-core work and a 2-deep ring. TESSERA_PTX_ATTN_STAGES picks the ring
-// depth where that fits (for A/B timings on the GPU).
+// defaultAttnCfg is the measured best (docs/PERF.md): copies issued after the tensor-core
+// work, a 2-deep ring (3 gained nothing); TESSERA_PTX_ATTN_STAGES picks the ring depth where
+// that fits (for A/B timings on the GPU).
 func defaultAttnCfg(s attnSpec) attnCfg {
-	c := attnCfg{stages: 3, ping: true}
-	if !c.valid(s) {
-		c = attnCfg{stages: 2, late: true}
-	}
+	c := attnCfg{stages: 2, late: true}
 	if n, err := strconv.Atoi(os.Getenv("TESSERA_PTX_ATTN_STAGES")); err == nil {
-		if e := (attnCfg{stages: n, late: c.late, ping: c.ping}); e.valid(s) {
+		if e := (attnCfg{stages: n, late: true}); e.valid(s) {
 			return e
 		}
 	}
@@ -97,7 +89,7 @@ func defaultAttnCfg(s attnSpec) attnCfg {
 var attnOps = []string{
 	"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
 	"shfl.sync.bfly.b32", "max.NaN.f32", "fma.rn.f32", "ex2.approx.ftz.f32", "setp.eq.f32", "not.pred",
-	"setp.eq.u32", "bar.arrive",
+	"setp.le.s32",
 }
 
 func init() {
@@ -158,10 +150,6 @@ type attnGen struct {
 	kComp, vComp        string // byte offsets of the slots read next
 	pTrue, pFalse       string
 
-	// ping-pong mode (attn_ping.go)
-	producer, consumer string // predicates: this thread is in warpgroup 0 / 1
-	pp                 pingState
-
 	sAcc, oAcc []string // f32 scores (64 keys x 2 rows per thread) and output
 	p          []string // P as 16-bit pairs: the A fragments of the P V product, 4 per 16 keys
 	m, l       [2]string
@@ -198,20 +186,11 @@ func (k *attnGen) body() {
 	k.op("setp.ne.u32", k.pTrue, k.tid, "0xFFFFFFFF")
 	k.op("not.pred", k.pFalse, k.pTrue)
 	k.state()
-	k.producer = ""
-	if k.c.ping {
-		k.pingSetup()
-	}
 	k.loaderSetup()
 	k.computeSetup()
 	k.prologue()
-	if k.c.ping {
-		k.pingLoop()
-		k.pingEpilogue()
-	} else {
-		k.mainLoop()
-		k.epilogue()
-	}
+	k.mainLoop()
+	k.epilogue()
 	k.op("cp.async.wait_all")
 	k.op("ret")
 }
@@ -274,14 +253,8 @@ func (k *attnGen) state() {
 	k.scaleLog2 = f32lit(float32(s.scale * math.Log2E))
 }
 
-// rowStep is how many rows one pass of the loader's threads copies: 256 threads (32 rows of
-// 8 chunks), or in ping-pong mode the producer warpgroup's 128 (16 rows).
-func (k *attnGen) rowStep() int {
-	if k.c.ping {
-		return 16
-	}
-	return 32
-}
+// rowStep is how many rows one pass of the loader's 256 threads copies (8 chunks a row).
+func (k *attnGen) rowStep() int { return attnThreads / 8 }
 
 // loaderRow is this thread's row inside a loader pass.
 func (k *attnGen) loaderRow() string {
@@ -305,20 +278,33 @@ func (k *attnGen) loaderSetup() {
 // copyTile issues the copies of one [128 x cols] tile at global ptr (this thread's first chunk,
 // row index row, rows valid below limit, row stride ld elements) into the slot at byte offset
 // slot, when have.
-func (k *attnGen) copyTile(have, ptr, row string, rows, limit, ld, cols int, slot, fallback string) {
+func (k *attnGen) copyTile(have, full, ptr, row string, rows, limit, ld, cols int, slot, fallback string) {
 	e := k.e
 	skip := e.label()
 	if have != "" {
 		e.opIf("!"+have, "bra", skip)
 	}
 	dst := k.bin32("add.s32", k.bin32("add.s32", k.base, slot), k.sOff)
+	step := k.rowStep()
+	if cols%64 == 0 && full != "" {
+		// A tile wholly inside the matrix needs no masks: one instruction per copy.
+		masked := e.label()
+		e.opIf("!"+full, "bra", masked)
+		for i := range rows / step {
+			for b := range blocks64(cols) {
+				k.op("cp.async.cg.shared.global", "["+dst+"+"+itoa(b*attnBlock+step*i*swizzleRow)+"]",
+					"["+ptr+"+"+itoa(2*(step*i*ld+64*b))+"]", "16")
+			}
+		}
+		e.opIf("", "bra", skip)
+		e.place(masked)
+	}
 	var colOK []string
 	for b := range blocks64(cols) {
 		p := k.r("p")
 		k.op("setp.lt.s32", p, k.chunkCol, k.imm(cols-64*b))
 		colOK = append(colOK, p)
 	}
-	step := k.rowStep()
 	for i := range rows / step {
 		rowOK := k.r("p")
 		k.op("setp.lt.s32", rowOK, row, k.imm(limit-step*i))
@@ -332,11 +318,23 @@ func (k *attnGen) copyTile(have, ptr, row string, rows, limit, ld, cols int, slo
 			k.op("selp.b32", n, "16", "0", ok)
 			a := k.r("rd")
 			k.op("selp.b64", a, src, fallback, ok)
-			// In ping-pong mode only the producer warpgroup copies.
-			k.e.opIf(k.producer, "cp.async.cg.shared.global", "["+dst+"]", "["+a+"]", "16", n)
+			k.op("cp.async.cg.shared.global", "["+dst+"]", "["+a+"]", "16", n)
 		}
 	}
 	e.place(skip)
+}
+
+// cmp returns a fresh predicate (a op b) for a .s32 setp form.
+func (k *attnGen) cmp(op, a, b string) string {
+	p := k.r("p")
+	k.op("setp."+op+".s32", p, a, b)
+	return p
+}
+
+// fullTile is the predicate "key tile idx lies wholly inside the keys".
+func (k *attnGen) fullTile(idx string) string {
+	end := k.bin32("shl.b32", k.bin32("add.s32", idx, "1"), "7")
+	return k.cmp("le", end, k.imm(k.s.sk))
 }
 
 // loadK issues the next K tile (if the CTA visits it) and advances the K loader.
@@ -344,7 +342,7 @@ func (k *attnGen) loadK() {
 	s := k.s
 	have := k.r("p")
 	k.op("setp.lt.s32", have, k.kIdx, k.nT)
-	k.copyTile(have, k.kPtr, k.kRow, attnBN, s.sk, s.d, s.d, k.kLoad, k.gK)
+	k.copyTile(have, k.fullTile(k.kIdx), k.kPtr, k.kRow, attnBN, s.sk, s.d, s.d, k.kLoad, k.gK)
 	k.op("add.s64", k.kPtr, k.kPtr, itoa64(int64(2*attnBN*s.d)))
 	k.op("add.s32", k.kRow, k.kRow, k.imm(attnBN))
 	k.op("add.s32", k.kIdx, k.kIdx, "1")
@@ -355,7 +353,7 @@ func (k *attnGen) loadV() {
 	s := k.s
 	have := k.r("p")
 	k.op("setp.lt.s32", have, k.vIdx, k.nT)
-	k.copyTile(have, k.vPtr, k.vRow, attnBN, s.sk, s.dv, s.dv, k.vLoad, k.gV)
+	k.copyTile(have, k.fullTile(k.vIdx), k.vPtr, k.vRow, attnBN, s.sk, s.dv, s.dv, k.vLoad, k.gV)
 	k.op("add.s64", k.vPtr, k.vPtr, itoa64(int64(2*attnBN*s.dv)))
 	k.op("add.s32", k.vRow, k.vRow, k.imm(attnBN))
 	k.op("add.s32", k.vIdx, k.vIdx, "1")
@@ -378,14 +376,12 @@ func (k *attnGen) prologue() {
 	r := k.loaderRow()
 	qRow := k.bin32("add.s32", k.q0, r)
 	qPtr := k.elemAddr(k.gQ, qRow, s.d, k.chunkCol)
-	k.copyTile("", qPtr, qRow, attnBM, s.sq, s.d, s.d, "0", k.gQ)
+	qFull := k.cmp("le", k.bin32("add.s32", k.q0, k.imm(attnBM)), k.imm(s.sq))
+	k.copyTile("", qFull, qPtr, qRow, attnBM, s.sq, s.d, s.d, "0", k.gQ)
 	k.loadK()
 	k.op("cp.async.commit_group")
 	for range k.c.stages - 2 {
 		k.loadK()
-		if k.c.ping { // ping-pong commits K and V tiles as separate groups
-			k.op("cp.async.commit_group")
-		}
 		k.loadV()
 		k.op("cp.async.commit_group")
 	}

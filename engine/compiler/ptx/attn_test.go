@@ -132,10 +132,10 @@ func TestAttentionSimulated(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s not matched", c.a)
 		}
-		// Every variant on the first case; the default (and the lockstep fallback) on the rest.
-		cfgs := []attnCfg{defaultAttnCfg(s), {stages: 2, late: true}}
+		// Every variant on the first case; the default and the deeper ring on the rest.
+		cfgs := []attnCfg{defaultAttnCfg(s), {stages: 3, late: true}}
 		if i == 0 {
-			cfgs = []attnCfg{{stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true}, {stages: 2, ping: true}, {stages: 3, ping: true}}
+			cfgs = []attnCfg{{stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true}}
 		}
 		for _, cfg := range cfgs {
 			if !cfg.valid(s) {

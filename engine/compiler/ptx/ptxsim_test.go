@@ -313,6 +313,8 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 			b32(uint64(min(i32(1), i32(2))))
 		case "setp.lt.s32":
 			pred(i32(1) < i32(2))
+		case "setp.le.s32":
+			pred(i32(1) <= i32(2))
 		case "setp.ge.s32":
 			pred(i32(1) >= i32(2))
 		case "setp.eq.u32":
@@ -378,7 +380,10 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 		case "cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32":
 			set(s.enc16(f32bits(v(1)))<<16 | s.enc16(f32bits(v(2))))
 		case "cp.async.cg.shared.global":
-			dst, src, n := s.addr(a[0], t), s.addr(a[1], t), int(v(3))
+			dst, src, n := s.addr(a[0], t), s.addr(a[1], t), 16
+			if len(a) > 3 {
+				n = int(v(3))
+			}
 			d, err := s.smemBytes(dst, 16)
 			if err != nil {
 				return err
