@@ -55,9 +55,6 @@ type api struct {
 	cuFuncGetAttribute  func(v *int32, attr int32, fn uintptr) cuResult
 	cuLaunchKernel      func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) cuResult
 
-	cuTensorMapEncodeTiled func(tmap unsafe.Pointer, dtype int32, rank uint32, addr uint64, dims, strides *uint64, box, elemStrides *uint32,
-		interleave, swizzle, l2promo, oobFill int32) cuResult
-
 	cuStreamCreate      func(s *uintptr, flags uint32) cuResult
 	cuStreamSynchronize func(s uintptr) cuResult
 	cuStreamDestroy     func(s uintptr) cuResult
@@ -110,7 +107,6 @@ func (a *api) bindings() []binding {
 		{&a.cuFuncSetAttribute, []string{"cuFuncSetAttribute"}},
 		{&a.cuFuncGetAttribute, []string{"cuFuncGetAttribute"}},
 		{&a.cuLaunchKernel, []string{"cuLaunchKernel"}},
-		{&a.cuTensorMapEncodeTiled, []string{"cuTensorMapEncodeTiled"}},
 		{&a.cuStreamCreate, []string{"cuStreamCreate"}},
 		{&a.cuStreamSynchronize, []string{"cuStreamSynchronize"}},
 		{&a.cuStreamDestroy, []string{"cuStreamDestroy_v2"}},

@@ -60,7 +60,6 @@ type execution struct {
 	mods []*ptx.Module
 	fns  []*kernelFn
 	bufs []uint64 // device address per program buffer; 0 = not allocated
-	maps [][]uint64 // per kernel: device addresses of its TMA descriptors (extra params)
 }
 
 // prepare loads every kernel and allocates every buffer.
@@ -80,17 +79,6 @@ func (o *owner) prepare(p *compiler.Program, mods []*ptx.Module, cache *cubinCac
 			return nil, errs.Wrap(errs.Internal, err, "%s: buffer %d (%%%s %s)", o.where(), i, bf.Name, bf.Type)
 		}
 		e.bufs[i] = ptr
-	}
-	e.maps = make([][]uint64, len(mods))
-	for i, m := range mods {
-		for j, tm := range m.TensorMaps {
-			addr, err := o.tensorMap(tm, e.bufs[p.Kernels[i].Params[tm.Param].Buffer])
-			if err != nil {
-				_ = e.release()
-				return nil, errs.Wrap(errs.Internal, err, "%s: kernel %s tensor map %d", o.where(), m.Entry, j)
-			}
-			e.maps[i] = append(e.maps[i], addr)
-		}
 	}
 	return e, nil
 }
@@ -122,7 +110,6 @@ func (e *execution) launchOne(i int) error {
 	for j, pa := range k.Params {
 		args[j] = e.bufs[pa.Buffer]
 	}
-	args = append(args, e.maps[i]...)
 	return e.o.launch(e.fns[i], e.shapeOf(i), args)
 }
 
@@ -171,14 +158,6 @@ func (e *execution) download() ([]*tensor.Tensor, error) {
 // the context anyway; it is still returned so the books balance.
 func (e *execution) release() error {
 	var first error
-	for _, ms := range e.maps {
-		for _, p := range ms {
-			if err := e.o.mem.release(p); err != nil && first == nil {
-				first = err
-			}
-		}
-	}
-	e.maps = nil
 	for i, p := range e.bufs {
 		if p != 0 {
 			if err := e.o.mem.release(p); err != nil && first == nil {

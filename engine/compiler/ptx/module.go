@@ -30,9 +30,7 @@ func (t Target) Arch() string { return "sm_" + itoa(t.SM) + t.ArchSuffix }
 // pointer parameter per tile.Param of the kernel, in Kernel.Params order. How Tile IR grid
 // points map to CTAs is the generator's business: the SIMT and mma.sync paths launch a linear
 // grid (prod(Kernel.Grid), 1, 1) and unfold %ctaid.x into the grid vars themselves; the
-// dedicated matmul kernels launch (tiles of C, batch, 1). After those, one more .u64 parameter
-// per entry of TensorMaps: the global address of a 128-byte TMA descriptor the launcher encodes
-// (cuTensorMapEncodeTiled) for that parameter's buffer.
+// dedicated matmul kernels launch (tiles of C, batch, 1).
 type Module struct {
 	PTX         string
 	Entry       string // the .entry name to look up with cuModuleGetFunction
@@ -45,19 +43,6 @@ type Module struct {
 	// the dedicated kernels compute the same function with the tile they support. Empty for
 	// kernels that follow the Tile IR's tiling.
 	Tile string
-	// TensorMaps are the TMA descriptors the kernel reads (sm_90a bulk tensor copies).
-	TensorMaps []TensorMap
-}
-
-// TensorMap describes one tiled TMA descriptor over the buffer of Tile IR parameter Param:
-// a 16-bit tensor (Dims in elements, innermost first; Strides in bytes for Dims[1:]), copied in
-// boxes of Box elements, 128-byte swizzled in shared memory, out-of-bounds elements read as 0.
-type TensorMap struct {
-	Param   int
-	F16     bool // f16, else bf16
-	Dims    []uint64
-	Strides []uint64
-	Box     []uint32
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
