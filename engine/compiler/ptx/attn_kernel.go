@@ -21,6 +21,9 @@ import (
 // cp.async copies (zero-filled outside the matrices) into rings of attnCfg.stages slots in the
 // 128-byte swizzle that wgmma's descriptors read; V runs one tile behind K, because the P V
 // product of tile j-1 is still reading its slot while the scores of tile j are computed.
+// Both warpgroups copy and meet at a CTA barrier per key tile, so they run in lockstep: that
+// schedule, not the copies, is what limits the kernel (docs/PERF.md, with the measured
+// alternatives: ping-pong, a copier warpgroup, TMA multicast).
 //
 // Numerics: f32 accumulation on the tensor cores, f32 running max and sum, P rounded to the
 // storage dtype before P V (as the Tile IR's kernel does), exp computed as ex2.approx of
@@ -53,7 +56,6 @@ func (c attnCfg) String() string {
 	if c.late {
 		s += " late"
 	}
-
 	if c.diag != "" {
 		s += " diag=" + c.diag
 	}
