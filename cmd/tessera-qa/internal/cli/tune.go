@@ -112,8 +112,12 @@ func printTune(w io.Writer, b backend.Backend, r tuneJSON) {
 		switch {
 		case k.Skipped != "":
 			fmt.Fprintf(w, "%s kept: %s", k.Default, k.Skipped)
+		case k.CacheHit && k.DefaultMs == 0:
+			fmt.Fprintf(w, "cache hit %s (not timed: nothing to choose from)", k.Chosen)
 		case k.CacheHit:
 			fmt.Fprintf(w, "cache hit %s (tuned earlier: %.4g ms -> %.4g ms)", k.Chosen, k.DefaultMs, k.BestMs)
+		case k.Measured == 0:
+			fmt.Fprintf(w, "%s kept, not timed", k.Default)
 		default:
 			fmt.Fprintf(w, "%s %.4g ms -> %s %.4g ms (%.2fx), %d of %d configs timed, %d rejected",
 				k.Default, k.DefaultMs, k.Chosen, k.BestMs, k.DefaultMs/max(k.BestMs, 1e-12), k.Measured, k.Candidates, len(k.Rejected))
