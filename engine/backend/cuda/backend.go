@@ -6,13 +6,12 @@
 // devices (nvml.go adds the driver release and MIG mode); owner.go gives each device one
 // goroutine locked to an OS thread that holds the primary context and makes every driver call;
 // memory.go and alloc.go hold device memory (a caching allocator with a poison mode);
-// cubincache.go and module.go link PTX to cubins cached on disk and load them; launch.go
+// module.go JIT-compiles PTX (the driver caches the result on disk) and loads it; launch.go
 // launches; exec.go runs a Program; timing.go times one with CUDA events.
 //
 // Environment: TESSERA_CUDA_DISABLE=1 makes the backend unavailable; TESSERA_CUDA_DEVICE=N
 // picks the device of the registered backend; TESSERA_CUDA_SYNC=1 synchronises after every
-// kernel (faults name their kernel); TESSERA_CUDA_POISON=1 fills every allocation with 0xFF;
-// TESSERA_CUBIN_CACHE=DIR|off places or disables the cubin cache.
+// kernel (faults name their kernel); TESSERA_CUDA_POISON=1 fills every allocation with 0xFF.
 package cuda
 
 import (
@@ -197,7 +196,7 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 	}
 	var out []*tensor.Tensor
 	err = b.o.do(func() error {
-		e, err := b.o.prepare(p, mods, processCubinCache(), b.driver)
+		e, err := b.o.prepare(p, mods)
 		if err != nil {
 			return err
 		}
@@ -268,8 +267,7 @@ func generate(k *tile.Kernel, t ptx.Target) (*ptx.Module, error) {
 // Stats is what a leak check compares before and after a workload.
 type Stats struct {
 	Alloc       AllocStats
-	Cubins      CacheStats
-	ModuleLoads int    // cuModuleLoadData calls on this device
+	ModuleLoads int    // cuModuleLoadDataEx calls on this device
 	Modules     int    // kernels loaded on this device
 	DeviceFree  uint64 // cuMemGetInfo: free bytes on the device (all processes)
 	DeviceTotal uint64
@@ -282,8 +280,7 @@ func (b *Backend) Stats() (Stats, error) {
 	}
 	var s Stats
 	err := b.o.do(func() error {
-		s = Stats{Alloc: b.o.mem.snapshot(), Cubins: processCubinCache().snapshot(),
-			ModuleLoads: b.o.mods.loads, Modules: len(b.o.mods.byKey)}
+		s = Stats{Alloc: b.o.mem.snapshot(), ModuleLoads: b.o.mods.loads, Modules: len(b.o.mods.byKey)}
 		var err error
 		s.DeviceFree, s.DeviceTotal, err = b.o.memInfo()
 		return err

@@ -43,12 +43,7 @@ type api struct {
 	cuMemcpyDtoD func(dst, src uint64, n uint64) cuResult
 	cuMemsetD8   func(dst uint64, v uint8, n uint64) cuResult
 
-	cuLinkCreate   func(n uint32, opts *int32, vals *uintptr, state *uintptr) cuResult
-	cuLinkAddData  func(state uintptr, kind int32, data unsafe.Pointer, size uint64, name string, n uint32, opts *int32, vals *uintptr) cuResult
-	cuLinkComplete func(state uintptr, cubin *unsafe.Pointer, size *uint64) cuResult
-	cuLinkDestroy  func(state uintptr) cuResult
-
-	cuModuleLoadData    func(mod *uintptr, image unsafe.Pointer) cuResult
+	cuModuleLoadDataEx  func(mod *uintptr, image unsafe.Pointer, n uint32, opts *int32, vals *uintptr) cuResult
 	cuModuleGetFunction func(fn *uintptr, mod uintptr, name string) cuResult
 	cuModuleUnload      func(mod uintptr) cuResult
 	cuFuncSetAttribute  func(fn uintptr, attr int32, v int32) cuResult
@@ -97,11 +92,7 @@ func (a *api) bindings() []binding {
 		{&a.cuMemcpyDtoH, []string{"cuMemcpyDtoH_v2"}},
 		{&a.cuMemcpyDtoD, []string{"cuMemcpyDtoD_v2"}},
 		{&a.cuMemsetD8, []string{"cuMemsetD8_v2"}},
-		{&a.cuLinkCreate, []string{"cuLinkCreate_v2"}},
-		{&a.cuLinkAddData, []string{"cuLinkAddData_v2"}},
-		{&a.cuLinkComplete, []string{"cuLinkComplete"}},
-		{&a.cuLinkDestroy, []string{"cuLinkDestroy"}},
-		{&a.cuModuleLoadData, []string{"cuModuleLoadData"}},
+		{&a.cuModuleLoadDataEx, []string{"cuModuleLoadDataEx"}},
 		{&a.cuModuleGetFunction, []string{"cuModuleGetFunction"}},
 		{&a.cuModuleUnload, []string{"cuModuleUnload"}},
 		{&a.cuFuncSetAttribute, []string{"cuFuncSetAttribute"}},

@@ -63,13 +63,13 @@ func TestBindPrefersVersionedNamesAndFallsBack(t *testing.T) {
 }
 
 func TestBindReportsMissingSymbolsAsNoDevice(t *testing.T) {
-	look, _ := fakeSymbols("cuMemAlloc_v2", "cuLinkCreate_v2", "cuEventElapsedTime_v2", "cuEventElapsedTime")
+	look, _ := fakeSymbols("cuMemAlloc_v2", "cuModuleLoadDataEx", "cuEventElapsedTime_v2", "cuEventElapsedTime")
 	a := &api{}
 	err := a.bind("libcuda.so.1", look, func(any, uintptr) {})
 	if errs.CodeOf(err) != errs.NoDevice {
 		t.Fatalf("code %s, want E_NO_DEVICE: %v", errs.CodeOf(err), err)
 	}
-	for _, want := range []string{"libcuda.so.1", "cuMemAlloc_v2", "cuLinkCreate_v2", "cuEventElapsedTime_v2|cuEventElapsedTime"} {
+	for _, want := range []string{"libcuda.so.1", "cuMemAlloc_v2", "cuModuleLoadDataEx", "cuEventElapsedTime_v2|cuEventElapsedTime"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not name %s", err, want)
 		}

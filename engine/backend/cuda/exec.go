@@ -63,10 +63,10 @@ type execution struct {
 }
 
 // prepare loads every kernel and allocates every buffer.
-func (o *owner) prepare(p *compiler.Program, mods []*ptx.Module, cache *cubinCache, driver int) (*execution, error) {
+func (o *owner) prepare(p *compiler.Program, mods []*ptx.Module) (*execution, error) {
 	e := &execution{o: o, p: p, mods: mods, bufs: make([]uint64, len(p.Buffers))}
 	for _, m := range mods {
-		fn, err := o.function(m.PTX, m.Entry, cache, driver)
+		fn, err := o.function(m.PTX, m.Entry)
 		if err != nil {
 			return nil, err
 		}

@@ -48,7 +48,7 @@ func (b *Backend) TimeWith(p *compiler.Program, inputs map[string]*tensor.Tensor
 	}
 	var times []float64
 	err = b.o.do(func() error {
-		e, err := b.o.prepare(p, mods, processCubinCache(), b.driver)
+		e, err := b.o.prepare(p, mods)
 		if err != nil {
 			return err
 		}
