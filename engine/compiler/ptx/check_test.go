@@ -142,6 +142,16 @@ func operandClasses(opcode string, n int) []string {
 		return []string{last, last, "r"}
 	case opcode == "cp.async.cg.shared.global":
 		return []string{"addr", "addr", "imm", "r"}
+	case strings.HasPrefix(opcode, "mbarrier.try_wait"):
+		return []string{"p", "addr", "r"}
+	case strings.HasPrefix(opcode, "mbarrier.init"):
+		return []string{"addr", "imm"}
+	case strings.HasPrefix(opcode, "mbarrier.arrive"):
+		return []string{"rd", "addr"}
+	case strings.HasPrefix(opcode, "cp.async.mbarrier.arrive"):
+		return []string{"addr"}
+	case strings.HasPrefix(opcode, "setmaxnreg"):
+		return []string{"imm"}
 	case strings.HasPrefix(opcode, "wgmma.mma_async.") && n == 7: // A from registers
 		return []string{"f", "r", "rd", "p", "imm", "imm", "imm"}
 	case strings.HasPrefix(opcode, "wgmma.mma_async."):
