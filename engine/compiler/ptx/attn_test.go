@@ -138,12 +138,10 @@ func TestAttentionSimulated(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s not matched", c.a)
 		}
-		// Every lockstep variant on the first case, two on the rest. (The warp-specialised
-		// default has warpgroups on different paths, which this lockstep simulator cannot run;
-		// its loop body is the same code, and the GPU golden specs run it.)
-		cfgs := []attnCfg{{stages: 2, late: true}, {stages: 3, late: true}}
+		// Every variant on the first case; the default and the lockstep kernel on the rest.
+		cfgs := []attnCfg{defaultAttnCfg(s), {stages: 2, late: true}}
 		if i == 0 {
-			cfgs = []attnCfg{{stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true}}
+			cfgs = []attnCfg{{stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true}, {stages: 2, ws: true}, {stages: 3, ws: true}}
 		}
 		for _, cfg := range cfgs {
 			if !cfg.valid(s) {

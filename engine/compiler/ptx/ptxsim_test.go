@@ -9,15 +9,20 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
-// ptxsim runs one CTA of a dedicated matmul kernel on the CPU, so the loader, the swizzled
-// layout, the pipeline's stage arithmetic, the fragments and the masked epilogue are tested in
-// CI, where no GPU is. All threads run in lockstep (the kernels' branches are uniform, which
-// the simulator checks), so warp- and warpgroup-wide instructions see every lane at once.
-// cp.async completes at once and wgmma when issued: the simulator proves indexing, not the
-// absence of races (the GPU check does that). Tensor-core steps are modelled as: each 16-k
-// chunk summed exactly, rounded once to f32, added to the accumulator (the result is
-// compared with a tolerance, not bitwise). wgmma operands are addressed as the PTX ISA's
-// canonical layouts say, with the 128-byte swizzle applied to the shared address.
+// ptxsim runs one CTA of a dedicated kernel (matmul, attention) on the CPU, so the loaders,
+// the swizzled layouts, the pipelines' stage arithmetic, the fragments, the masked epilogues and
+// the synchronisation protocols are tested in CI, where no GPU is. Each warpgroup (128 threads;
+// the whole CTA when it is not a multiple of 128) has its own program counter, its threads run in
+// lockstep (a branch must be uniform within the warpgroup, which the simulator checks), and a
+// warpgroup runs until it blocks: at a named barrier (bar.sync) until the generation is complete,
+// at an mbarrier wait (try_wait) until the phase completes, or at exit. So a producer runs as far
+// ahead as its barriers let it, which is where a missing wait shows (it overwrites data not yet
+// read), and a protocol that can stall shows as a deadlock. cp.async completes at once and wgmma
+// when issued: the simulator proves indexing and protocols, not the absence of hardware races
+// (the GPU check does that). Tensor-core steps are modelled as: each 16-k chunk summed exactly,
+// rounded once to f32, added to the accumulator (the result is compared with a tolerance, not
+// bitwise). wgmma operands are addressed as the PTX ISA's canonical layouts say, with the
+// 128-byte swizzle applied to the shared address.
 type ptxsim struct {
 	dt      numerics.DType
 	n       int // threads
@@ -29,7 +34,24 @@ type ptxsim struct {
 	global  map[uint64][]byte // base address -> buffer
 	params  map[string]uint64
 	ctaid   [2]uint64
-	bars    map[uint64]int // named barrier -> arrivals of its current generation
+	named   map[uint64]*simNamed // named barriers by id
+	mbars   map[uint64]*simMbar  // mbarriers by shared address
+}
+
+// simNamed is a named barrier's current generation: threads arrived, and the warpgroups
+// blocked in bar.sync on it.
+type simNamed struct {
+	arrived, count int
+	waiting        []*simGroup
+}
+
+// simMbar is an mbarrier: arrivals per phase, arrivals still pending, phases completed.
+type simMbar struct{ count, pending, completed int }
+
+type simGroup struct {
+	lo, hi, pc int
+	done       bool
+	blocked    bool // in bar.sync until its generation completes
 }
 
 type simIns struct {
@@ -205,64 +227,170 @@ func (s *ptxsim) run() (err error) {
 	for _, r := range s.regs {
 		clear(r)
 	}
-	s.bars = map[uint64]int{}
+	s.named, s.mbars = map[uint64]*simNamed{}, map[uint64]*simMbar{}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%v", r)
 		}
 	}()
+	size := 128
+	if s.n%size != 0 {
+		size = s.n
+	}
+	var groups []*simGroup
+	for lo := 0; lo < s.n; lo += size {
+		groups = append(groups, &simGroup{lo: lo, hi: lo + size})
+	}
 	active := make([]bool, s.n)
-	for pc, steps := 0, 0; pc < len(s.ins); steps++ {
-		if steps > 5_000_000 {
-			return fmt.Errorf("runaway")
-		}
-		in := s.ins[pc]
-		pc++
-		for t := range active {
-			active[t] = true
-			if in.pred != "" {
-				active[t] = (s.regs[in.pred][t] != 0) != in.neg
+	steps, stalled := 0, 0
+	for cur := 0; ; cur = (cur + 1) % len(groups) {
+		live := 0
+		for _, g := range groups {
+			if !g.done {
+				live++
 			}
 		}
-		if in.op == "bra" {
-			for t := 1; t < s.n; t++ {
-				if active[t] != active[0] {
-					return fmt.Errorf("divergent branch at %q", in.line)
-				}
-			}
-			if active[0] {
-				pc = s.labels[in.args[0]]
+		if live == 0 {
+			break
+		}
+		g := groups[cur]
+		if g.done || g.blocked {
+			stalled++
+			if stalled > 2*len(groups) {
+				return fmt.Errorf("deadlock: every warpgroup is blocked or waiting (pcs %s)", s.pcs(groups))
 			}
 			continue
 		}
-		if in.op == "ret" {
-			for id, n := range s.bars {
-				if n != 0 {
-					return fmt.Errorf("named barrier %d left with %d arrivals at exit", id, n)
-				}
-			}
-			return nil
+		progressed, err := s.runGroup(g, active, &steps)
+		if err != nil {
+			return err
 		}
-		if err := s.exec(in, active); err != nil {
-			return fmt.Errorf("%q: %w", in.line, err)
+		if progressed {
+			stalled = 0
+		} else if stalled++; stalled > 2*len(groups) {
+			return fmt.Errorf("deadlock: every warpgroup is blocked or waiting (pcs %s)", s.pcs(groups))
+		}
+	}
+	for id, b := range s.named {
+		if b.arrived != 0 {
+			return fmt.Errorf("named barrier %d left with %d arrivals at exit", id, b.arrived)
 		}
 	}
 	return nil
+}
+
+func (s *ptxsim) pcs(groups []*simGroup) string {
+	var out []string
+	for _, g := range groups {
+		state := "running"
+		switch {
+		case g.done:
+			state = "exited"
+		case g.blocked:
+			state = "in bar.sync"
+		}
+		line := ""
+		if g.pc < len(s.ins) {
+			line = s.ins[g.pc].line
+		}
+		out = append(out, fmt.Sprintf("threads %d-%d %s at %q", g.lo, g.hi-1, state, line))
+	}
+	return strings.Join(out, "; ")
+}
+
+// runGroup runs g until it blocks, waits on an incomplete mbarrier phase or exits; it reports
+// whether anything changed.
+func (s *ptxsim) runGroup(g *simGroup, active []bool, steps *int) (bool, error) {
+	progressed := false
+	for {
+		if *steps++; *steps > 20_000_000 {
+			return progressed, fmt.Errorf("runaway")
+		}
+		if g.pc >= len(s.ins) {
+			g.done = true
+			return true, nil
+		}
+		in := s.ins[g.pc]
+		g.pc++
+		for t := range active {
+			active[t] = t >= g.lo && t < g.hi
+			if active[t] && in.pred != "" {
+				active[t] = (s.regs[in.pred][t] != 0) != in.neg
+			}
+		}
+		switch {
+		case in.op == "bra":
+			for t := g.lo + 1; t < g.hi; t++ {
+				if active[t] != active[g.lo] {
+					return progressed, fmt.Errorf("divergent branch at %q", in.line)
+				}
+			}
+			if active[g.lo] {
+				g.pc = s.labels[in.args[0]]
+			}
+			continue
+		case in.op == "ret":
+			g.done = true
+			return true, nil
+		case in.op == "bar.sync" || in.op == "bar.arrive":
+			blocked, err := s.barrier(in, g, active)
+			if err != nil {
+				return progressed, fmt.Errorf("%q: %w", in.line, err)
+			}
+			progressed = true
+			if blocked {
+				return true, nil
+			}
+			continue
+		case strings.HasPrefix(in.op, "mbarrier.try_wait"):
+			if err := s.exec(in, active); err != nil {
+				return progressed, fmt.Errorf("%q: %w", in.line, err)
+			}
+			if !s.anyTrue(in.ops[0], active) && s.anyActive(active) {
+				g.pc-- // retry this wait when another warpgroup has moved
+				return progressed, nil
+			}
+			progressed = true
+			continue
+		}
+		if err := s.exec(in, active); err != nil {
+			return progressed, fmt.Errorf("%q: %w", in.line, err)
+		}
+		progressed = true
+	}
+}
+
+func (s *ptxsim) anyActive(active []bool) bool {
+	for _, a := range active {
+		if a {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *ptxsim) anyTrue(a simArg, active []bool) bool {
+	for t, on := range active {
+		if on && a.lanes[t] != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *ptxsim) exec(in simIns, active []bool) error {
 	a := in.args
 	switch {
 	case strings.HasPrefix(in.op, "wgmma.mma_async"):
-		return s.wgmma(in)
+		return s.wgmma(in, active)
 	case strings.HasPrefix(in.op, "mma.sync"):
-		return s.mma(in)
+		return s.mma(in, active)
 	case strings.HasPrefix(in.op, "ldmatrix"):
-		return s.ldmatrix(in)
+		return s.ldmatrix(in, active)
 	case in.op == "shfl.sync.bfly.b32":
 		return s.shfl(in, active)
-	case in.op == "bar.sync" || in.op == "bar.arrive":
-		return s.barrier(in, active)
+	case strings.HasPrefix(in.op, "setmaxnreg"):
+		return nil
 	case strings.HasPrefix(in.op, "fence") || strings.HasPrefix(in.op, "wgmma.") ||
 		in.op == "cp.async.commit_group" || in.op == "cp.async.wait_group" || in.op == "cp.async.wait_all":
 		return nil
@@ -317,8 +445,27 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 			pred(i32(1) <= i32(2))
 		case "setp.ge.s32":
 			pred(i32(1) >= i32(2))
+		case "mbarrier.init.shared::cta.b64":
+			n := int(v(1))
+			s.mbars[s.addr(a[0], t)] = &simMbar{count: n, pending: n}
+		case "mbarrier.arrive.shared::cta.b64":
+			if err := s.mbarArrive(s.addr(a[1], t)); err != nil {
+				return err
+			}
+		case "cp.async.mbarrier.arrive.noinc.shared::cta.b64": // the copies completed at once
+			if err := s.mbarArrive(s.addr(a[0], t)); err != nil {
+				return err
+			}
+		case "mbarrier.try_wait.parity.shared::cta.b64":
+			m := s.mbars[s.addr(a[1], t)]
+			if m == nil {
+				return fmt.Errorf("wait on an uninitialised mbarrier")
+			}
+			pred(uint64(m.completed&1) != v(2)&1)
 		case "setp.eq.u32":
 			pred(uint32(v(1)) == uint32(v(2)))
+		case "setp.ge.u32":
+			pred(uint32(v(1)) >= uint32(v(2)))
 		case "setp.ne.u32":
 			pred(uint32(v(1)) != uint32(v(2)))
 		case "setp.nan.f32":
@@ -438,10 +585,13 @@ func (s *ptxsim) u16(a uint64) uint64 {
 
 // ldmatrix: lanes 8q..8q+7 give the row addresses of matrix q; thread l receives row l/4,
 // cols 2(l%4), +1 of each matrix (.trans: rows 2(l%4), +1 of col l/4).
-func (s *ptxsim) ldmatrix(in simIns) error {
+func (s *ptxsim) ldmatrix(in simIns, active []bool) error {
 	dst := in.regs[0]
 	trans := strings.Contains(in.op, ".trans")
 	for w := 0; w < s.n/32; w++ {
+		if !active[32*w] {
+			continue
+		}
 		for q := range dst {
 			var rows [8]uint64
 			for r := range rows {
@@ -466,9 +616,12 @@ func (s *ptxsim) ldmatrix(in simIns) error {
 
 // mma: m16n8k16, A row (a0: rows g, k 2c..; a1: row g+8; a2: k+8; a3: both), B col (b0: k
 // 2c.., n g; b1: k+8), C/D (c0,c1: row g, cols 2c..; c2,c3: row g+8).
-func (s *ptxsim) mma(in simIns) error {
+func (s *ptxsim) mma(in simIns, active []bool) error {
 	d, ar, br, cr := in.regs[0], in.regs[1], in.regs[2], in.regs[3]
 	for w := 0; w < s.n/32; w++ {
+		if !active[32*w] {
+			continue
+		}
 		var A [16][16]float64
 		var B [16][8]float64
 		for l := 0; l < 32; l++ {
@@ -509,7 +662,7 @@ func (s *ptxsim) mma(in simIns) error {
 // swizzle128 applies the 128-byte swizzle to a shared address: bits 4-6 ^= bits 7-9.
 func swizzle128(a uint64) uint64 { return a ^ ((a>>7)&7)<<4 }
 
-func (s *ptxsim) wgmma(in simIns) error {
+func (s *ptxsim) wgmma(in simIns, active []bool) error {
 	n, _ := strconv.Atoi(strings.TrimSuffix(strings.Split(strings.TrimPrefix(in.op, "wgmma.mma_async.sync.aligned.m64n"), "k16")[0], ""))
 	d := in.regs[0]
 	// A from registers: d, {a0..a3}, b-desc, scale-d, 1, 1, trans-b; from shared memory:
@@ -524,6 +677,9 @@ func (s *ptxsim) wgmma(in simIns) error {
 	}
 	transB := in.args[transIdx] == "1"
 	for g := 0; g < s.n/128; g++ {
+		if !active[128*g] {
+			continue
+		}
 		da, db := uint64(0), s.val(in.args[2], 128*g)
 		if !regA {
 			da = s.val(in.args[1], 128*g)
@@ -606,36 +762,77 @@ func (s *ptxsim) shfl(in simIns, active []bool) error {
 	}
 	for t := range src {
 		if !active[t] {
-			return fmt.Errorf("shfl under a divergent predicate")
+			continue
 		}
 		from := t&^31 | (t & 31) ^ int(s.get(in.ops[2], t))
+		if !active[from] {
+			return fmt.Errorf("shfl from lane %d, which is not active", from)
+		}
 		in.ops[0].lanes[t] = src[from]
 	}
 	return nil
 }
 
-// barrier counts arrivals at named barriers (bar.sync and bar.arrive alike: the lockstep
-// simulator cannot wait): every thread of one generation must name the same count, and a
-// generation ends when that many have arrived. run checks at exit that none is left half full,
-// which is how an unbalanced arrive/sync protocol (a deadlock or a barrier mixing two
-// generations on the GPU) shows here.
-func (s *ptxsim) barrier(in simIns, active []bool) error {
-	for t := range active {
+// barrier: bar.sync and bar.arrive on a named barrier, for warpgroup g's active threads. Every
+// thread of one generation must name the same count; a generation ends when that many have
+// arrived, which releases the warpgroups blocked in bar.sync on it. It reports whether g
+// blocks.
+func (s *ptxsim) barrier(in simIns, g *simGroup, active []bool) (bool, error) {
+	arrived := 0
+	var id uint64
+	count := s.n
+	for t := g.lo; t < g.hi; t++ {
 		if !active[t] {
 			continue
 		}
-		id := s.get(in.ops[0], t)
-		count := s.n
+		id = s.get(in.ops[0], t)
 		if len(in.ops) > 1 {
 			count = int(s.get(in.ops[1], t))
 		}
-		if id > 15 || count%32 != 0 || count == 0 {
-			return fmt.Errorf("barrier %d with count %d", id, count)
+		arrived++
+	}
+	if arrived == 0 {
+		return false, nil
+	}
+	if id > 15 || count%32 != 0 || count == 0 {
+		return false, fmt.Errorf("barrier %d with count %d", id, count)
+	}
+	b := s.named[id]
+	if b == nil {
+		b = &simNamed{count: count}
+		s.named[id] = b
+	}
+	if b.arrived == 0 {
+		b.count = count
+	} else if b.count != count {
+		return false, fmt.Errorf("barrier %d: count %d in a generation of count %d", id, count, b.count)
+	}
+	b.arrived += arrived
+	switch {
+	case b.arrived > b.count:
+		return false, fmt.Errorf("barrier %d: %d arrivals for a count of %d (two generations mixed)", id, b.arrived, b.count)
+	case b.arrived == b.count:
+		for _, w := range b.waiting {
+			w.blocked = false
 		}
-		s.bars[id]++
-		if s.bars[id] == count {
-			s.bars[id] = 0
-		}
+		b.arrived, b.waiting = 0, nil
+		return false, nil
+	case in.op == "bar.sync":
+		g.blocked = true
+		b.waiting = append(b.waiting, g)
+		return true, nil
+	}
+	return false, nil
+}
+
+func (s *ptxsim) mbarArrive(addr uint64) error {
+	m := s.mbars[addr]
+	if m == nil {
+		return fmt.Errorf("arrive on an uninitialised mbarrier at %#x", addr)
+	}
+	if m.pending--; m.pending == 0 {
+		m.completed++
+		m.pending = m.count
 	}
 	return nil
 }
