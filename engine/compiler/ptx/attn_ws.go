@@ -170,19 +170,13 @@ func (k *attnGen) release(kind int, t string) {
 // wsCompute is the two compute warpgroups: the lockstep kernel's loop with barriers instead
 // of its own copies, taking turns on the tensor cores.
 func (k *attnGen) wsCompute() {
-	s, e, w := k.s, k.e, &k.ws
+	s, w := k.s, &k.ws
 	k.waitPhase("", k.qBar(), "0")
 	wg1 := k.r("p")
 	k.op("setp.eq.u32", wg1, k.wg, "1")
 	k.e.opIf(wg1, "bar.arrive", k.imm(barTurn), k.imm(attnThreads))
-	j := k.mov32("0")
 	mStart := k.maskStart()
-	for first := true; ; first = false {
-		head, done := e.label(), e.label()
-		if !first {
-			e.place(head)
-			e.opIf("!"+k.cmp("lt", j, k.nT), "bra", done)
-		}
+	k.tileLoop(func(j string, first bool) {
 		jm1 := k.bin32("sub.s32", j, "1")
 		k.waitTile("", barFullK, j)
 		if !first {
@@ -204,23 +198,13 @@ func (k *attnGen) wsCompute() {
 			k.op("wgmma.wait_group.sync.aligned", "0")
 		}
 		k.release(barEmptyK, j)
-		noMask := e.label()
-		e.opIf("!"+k.cmp("ge", j, mStart), "bra", noMask)
-		k.mask(j)
-		e.place(noMask)
-		alpha := k.softmax()
+		alpha := k.probabilities(j, mStart)
 		if !first {
 			k.op("wgmma.wait_group.sync.aligned", "0")
 			k.release(barEmptyV, jm1)
 		}
 		k.rescaleAndPack(alpha)
-		k.op("add.s32", j, j, "1")
-		if !first {
-			e.opIf("", "bra", head)
-			e.place(done)
-			break
-		}
-	}
+	})
 	last := k.bin32("sub.s32", k.nT, "1")
 	k.waitTile("", barFullV, last)
 	k.op("fence.proxy.async.shared::cta")
