@@ -22,7 +22,7 @@ func TestWriteAttnBundle(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "ptx"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfgs := []attnCfg{{stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true}}
+	cfgs := []attnCfg{{stages: 2, ws: true}, {stages: 2}, {stages: 3}, {stages: 2, late: true}, {stages: 3, late: true}}
 	for _, d := range []string{"noexp", "nosoftmax", "noloads", "noloads,nosoftmax", "nopv"} {
 		cfgs = append(cfgs, attnCfg{stages: 2, late: true, diag: d})
 	}

@@ -331,12 +331,7 @@ func (k *attnGen) copyTile(have, full, ptr, row string, rows, limit, ld, cols in
 			k.op("and.pred", ok, rowOK, cok)
 			src := k.r("rd")
 			k.op("add.s64", src, ptr, itoa64(int64(2*(step*i*ld+64*b))))
-			dst := k.bin32("add.s32", dst, k.imm(b*attnBlock+step*i*swizzleRow))
-			n := k.r("r")
-			k.op("selp.b32", n, "16", "0", ok)
-			a := k.r("rd")
-			k.op("selp.b64", a, src, fallback, ok)
-			k.op("cp.async.cg.shared.global", "["+dst+"]", "["+a+"]", "16", n)
+			k.copy16(k.bin32("add.s32", dst, k.imm(b*attnBlock+step*i*swizzleRow)), src, ok, fallback)
 		}
 	}
 	e.place(skip)

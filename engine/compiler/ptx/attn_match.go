@@ -22,7 +22,6 @@ type attnSpec struct {
 	q, k, v, o int // param indices
 	causal     bool
 	scale      float64
-	irTile     [2]int // the Tile IR's query and key tile (the schedule's BM, BN)
 }
 
 // matchAttention reports whether k is the canonical attention with what the dedicated kernel
@@ -129,7 +128,6 @@ func matchAttention(k *tile.Kernel) (attnSpec, bool) {
 			return s, false
 		}
 	}
-	s.irTile = [2]int{bm, bn}
 	return s, true
 }
 

@@ -257,8 +257,5 @@ func (g *gen) truncSat(dt numerics.DType, v val) string {
 	return d
 }
 
-// negInf and nan32 are the constants the masks and loads select.
-var (
-	negInf = math.Inf(-1)
-	nan32  = float32(math.NaN())
-)
+// negInf is the constant the masks select.
+var negInf = math.Inf(-1)
