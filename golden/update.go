@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/ref"
@@ -184,29 +185,11 @@ func removeExtra(dir string, keep map[string][]byte) ([]string, error) {
 	return removed, nil
 }
 
-// writeAtomic writes data beside path and renames it into place, so that a reader (a test
-// embedding the directory, a concurrent verify) sees the old file or the new one.
+// writeAtomic replaces path with data in one step (engine/atomicfile), so that a reader (a
+// test embedding the directory, a concurrent verify) sees the old file or the new one.
 func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return errs.New(errs.Input, "golden update: %v", err)
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Chmod(0o644) // CreateTemp makes 0600; golden files are shared data
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(f.Name())
-		return errs.New(errs.Input, "golden update: write %s: %v", path, werr)
+	if err := atomicfile.Write(path, data); err != nil {
+		return errs.New(errs.Input, "golden update: write %s: %v", path, err)
 	}
 	return nil
 }

@@ -3,36 +3,15 @@ package harness
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 
+	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
-// writeAtomic writes data to a temporary file beside path, syncs it and renames it over path,
-// so that a reader (the reporter, a CI upload) sees the old file or the whole new one.
+// writeAtomic replaces path with data in one step (engine/atomicfile).
 func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := atomicfile.Write(path, data); err != nil {
 		return errs.New(errs.Input, "write %s: %v", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Chmod(0o644) // CreateTemp makes 0600; results are meant to be shared
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return errs.New(errs.Input, "write %s: %v", path, werr)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
@@ -176,26 +177,8 @@ func (c *Cache) write(d Device, f *cacheFile) error {
 		return errs.Wrap(errs.Internal, err, "autotune cache: encode")
 	}
 	path := c.Path(d)
-	tmp, err := os.CreateTemp(c.Dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := atomicfile.Write(path, append(b, '\n')); err != nil {
 		return errs.Wrap(errs.Input, err, "autotune cache: write %s", path)
-	}
-	_, werr := tmp.Write(append(b, '\n'))
-	if werr == nil {
-		werr = tmp.Sync() // the rename must not land before the bytes do
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return errs.Wrap(errs.Input, werr, "autotune cache: write %s", path)
 	}
 	return nil
 }

@@ -7,10 +7,10 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
@@ -165,35 +165,15 @@ func isASCII(s string) bool {
 
 // WriteNPZFile writes the archive to a temporary file next to path and renames it into place,
 // so a failure leaves any existing file at path untouched and no partial file behind.
-func WriteNPZFile(path string, names []string, ts []*Tensor) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return errs.Wrap(errs.Input, err, "write npz %s", path)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+func WriteNPZFile(path string, names []string, ts []*Tensor) error {
+	err := atomicfile.WriteFunc(path, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if err := WriteNPZ(bw, names, ts); err != nil {
+			return err
 		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err := WriteNPZ(bw, names, ts); err != nil {
-		return errs.Wrap(errs.Input, err, "%s", path)
-	}
-	if err := bw.Flush(); err != nil {
-		return errs.Wrap(errs.Input, err, "write npz %s", path)
-	}
-	// CreateTemp makes the file 0600; an archive is data to share, like np.savez's output.
-	if err := tmp.Chmod(0o644); err != nil {
-		return errs.Wrap(errs.Input, err, "write npz %s", path)
-	}
-	if err := tmp.Sync(); err != nil {
-		return errs.Wrap(errs.Input, err, "write npz %s", path)
-	}
-	if err := tmp.Close(); err != nil {
-		return errs.Wrap(errs.Input, err, "write npz %s", path)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+		return bw.Flush()
+	})
+	if err != nil {
 		return errs.Wrap(errs.Input, err, "write npz %s", path)
 	}
 	return nil

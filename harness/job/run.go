@@ -5,12 +5,14 @@ package job
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/harness"
@@ -211,23 +213,8 @@ func prepareOutDir(out, replay string) error {
 }
 
 func writeJUnit(path string, results []harness.Result) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := atomicfile.WriteFunc(path, func(w io.Writer) error { return junit.Write(w, "tessera-qa", results) }); err != nil {
 		return errs.New(errs.Input, "write %s: %v", path, err)
-	}
-	werr := junit.Write(f, "tessera-qa", results)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(f.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(f.Name())
-		return errs.New(errs.Input, "write %s: %v", path, werr)
 	}
 	return nil
 }

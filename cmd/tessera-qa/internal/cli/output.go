@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/vbauerster/mpb/v8/cwriter"
 
+	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
@@ -51,24 +51,8 @@ func (e *env) writeJSON(path string, v any) error {
 }
 
 func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := atomicfile.Write(path, b); err != nil {
 		return errs.Wrap(errs.Input, err, "write %s", path)
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return errs.Wrap(errs.Input, werr, "write %s", path)
 	}
 	return nil
 }
