@@ -20,7 +20,7 @@ const (
 	protoMagic   = "TQKV"
 	protoVersion = 1
 
-	maxArgs     = 1 << 16 - 1
+	maxArgs     = 1<<16 - 1
 	maxArgBytes = 64 << 20
 	maxKeyBytes = 4096
 )
