@@ -78,7 +78,10 @@ func Barrier(ctx context.Context, s Store, name string, rank, world int, info st
 		}
 	}
 	if verdict := string(v); verdict != "ok" {
-		s.Add(ctx, b.key("ack"), 1)
+		// Our own deadline may have passed already: the acknowledgement gets its own.
+		actx, acancel := context.WithTimeout(context.Background(), verdictGrace)
+		defer acancel()
+		s.Add(actx, b.key("ack"), 1)
 		_, msg := parseFail(verdict)
 		return b.fail(msg)
 	}
@@ -301,7 +304,12 @@ func Join(ctx context.Context, env Env) (*Session, error) {
 	// meets nobody, and shows up as missing instead of completing a wrong world.
 	name := sess.Key("join", "w"+strconv.Itoa(env.World))
 	if err := Barrier(ctx, store, name, env.Rank, env.World, info); err != nil {
-		sess.Close()
+		store.Close()
+		if sess.server != nil {
+			// Ranks that came late or with another world size are still to find out who is
+			// missing: keep answering them for a moment.
+			sess.server.closeWhenIdle(verdictGrace)
+		}
 		return nil, err
 	}
 	return sess, nil

@@ -74,6 +74,21 @@ func (s *Server) Close() error {
 	return err
 }
 
+// closeWhenIdle closes the server once no client is connected, or after max.
+func (s *Server) closeWhenIdle(max time.Duration) error {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s.Close()
+}
+
 func (s *Server) accept() {
 	defer s.wg.Done()
 	for {
