@@ -1,0 +1,250 @@
+package dist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+// Mode says what a communicator promises about the bits of its reductions.
+type Mode uint8
+
+const (
+	// Deterministic adds contributions in global order (rank 0..n-1, then each rank's local
+	// contributions in order) for every element: the same bits for every transport, timing and
+	// arrival order, for a fixed world size.
+	Deterministic Mode = iota
+	// Fast makes no promise about the order of additions (on NCCL it is ncclAllReduce; on the
+	// host transports each chunk's owner starts the sum at its own rank, as a ring does).
+	Fast
+	// Exact sums every contribution exactly and rounds once: the same bits for any world size
+	// and any split of the contributions over ranks.
+	Exact
+	modeLimit
+)
+
+var modeNames = [...]string{Deterministic: "deterministic", Fast: "fast", Exact: "exact"}
+
+func (m Mode) String() string {
+	if m < modeLimit {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// BitsGuaranteed reports whether the mode promises the same bits run after run.
+func (m Mode) BitsGuaranteed() bool { return m != Fast }
+
+// ParseMode accepts deterministic, fast, exact.
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if n == s {
+			return Mode(i), nil
+		}
+	}
+	return 0, errs.New(errs.Input, "unknown collective mode %q (want deterministic, fast or exact)", s)
+}
+
+// DefaultTimeout bounds one collective when neither Options nor the context says otherwise.
+const DefaultTimeout = 60 * time.Second
+
+// Options configure a communicator.
+type Options struct {
+	Mode    Mode
+	Timeout time.Duration // per collective; 0 means DefaultTimeout
+	ID      uint32        // communicator id carried by every frame; the world communicator is 0
+}
+
+// Comm is a communicator: an ordered group of ranks of one transport's world. Collectives on
+// one Comm run one at a time, in the same order on every member (that order is the sequence
+// number every frame carries).
+type Comm struct {
+	t     Transport
+	opts  Options
+	ranks []int // world rank of each member, by communicator rank
+	me    int   // this endpoint's communicator rank
+
+	mu      sync.Mutex // serializes collectives
+	seq     uint64
+	p2pMu   sync.Mutex
+	p2pSend []uint64 // per-peer sequence numbers of point-to-point messages
+	p2pRecv []uint64
+}
+
+// NewComm returns the world communicator of t.
+func NewComm(t Transport, opts Options) *Comm {
+	ranks := make([]int, t.World())
+	for i := range ranks {
+		ranks[i] = i
+	}
+	return newComm(t, opts, ranks, t.Rank())
+}
+
+func newComm(t Transport, opts Options, ranks []int, me int) *Comm {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	return &Comm{t: t, opts: opts, ranks: ranks, me: me,
+		p2pSend: make([]uint64, len(ranks)), p2pRecv: make([]uint64, len(ranks))}
+}
+
+// Sub returns the communicator over the listed world ranks (communicator rank i is ranks[i]).
+// Every member must call Sub with the same id and list; the id must differ from every other
+// communicator's on this transport.
+func (c *Comm) Sub(id uint32, ranks []int) (*Comm, error) {
+	me := -1
+	seen := map[int]bool{}
+	for i, r := range ranks {
+		if r < 0 || r >= c.t.World() || seen[r] {
+			return nil, errs.New(errs.Input, "rank %d: sub-communicator %d lists rank %d twice or outside world %d", c.t.Rank(), id, r, c.t.World())
+		}
+		seen[r] = true
+		if r == c.t.Rank() {
+			me = i
+		}
+	}
+	if me < 0 {
+		return nil, errs.New(errs.Input, "rank %d: sub-communicator %d %v does not include this rank", c.t.Rank(), id, ranks)
+	}
+	if id == c.opts.ID {
+		return nil, errs.New(errs.Input, "rank %d: sub-communicator id %d is the parent's", c.t.Rank(), id)
+	}
+	o := c.opts
+	o.ID = id
+	return newComm(c.t, o, slices.Clone(ranks), me), nil
+}
+
+// Rank is this member's rank in the communicator; World the number of members.
+func (c *Comm) Rank() int { return c.me }
+func (c *Comm) World() int { return len(c.ranks) }
+
+// Mode is the communicator's reduction mode; Transport the endpoint it runs on.
+func (c *Comm) Mode() Mode           { return c.opts.Mode }
+func (c *Comm) Transport() Transport { return c.t }
+func (c *Comm) ID() uint32           { return c.opts.ID }
+
+// call is one collective in flight: the expected header fields and the deadline.
+type call struct {
+	c     *Comm
+	ctx   context.Context
+	op    Op
+	dt    numerics.DType
+	red   RedOp
+	seq   uint64
+	start time.Time
+}
+
+func (c *Comm) begin(ctx context.Context, op Op, dt numerics.DType, red RedOp) (*call, context.CancelFunc) {
+	c.mu.Lock()
+	c.seq++
+	cl := &call{c: c, op: op, dt: dt, red: red, seq: c.seq, start: time.Now()}
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < c.opts.Timeout {
+		cl.ctx, cancel = context.WithCancel(ctx)
+	} else {
+		cl.ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+	}
+	return cl, func() { cancel(); c.mu.Unlock() }
+}
+
+func (cl *call) where() string {
+	return fmt.Sprintf("rank %d: %s #%d (comm %d, %s)", cl.c.ranks[cl.c.me], cl.op, cl.seq, cl.c.opts.ID, cl.c.t.Name())
+}
+
+// send ships payload to communicator rank peer with the call's header.
+func (cl *call) send(peer int, op Op, aux uint32, payload []byte) error {
+	return cl.sendSeq(peer, op, aux, cl.seq, payload)
+}
+
+func (cl *call) sendSeq(peer int, op Op, aux uint32, seq uint64, payload []byte) error {
+	f := &Frame{Header: Header{Comm: cl.c.opts.ID, Seq: seq, Op: op, Red: cl.red, DType: cl.dt,
+		Src: uint16(cl.c.ranks[cl.c.me]), Aux: aux, Count: uint64(len(payload) / cl.dt.Size()),
+		CRC: Checksum(payload)}, Payload: payload}
+	if err := cl.c.t.Send(cl.ctx, cl.c.ranks[peer], f); err != nil {
+		return cl.commErr(err, peer, "sending to")
+	}
+	return nil
+}
+
+// recv waits for the next frame from communicator rank peer and checks that it is the frame
+// this call expects: anything else is E_DESYNC, so a wrong frame can never become data.
+// wantCount < 0 accepts any count (the caller checks it against Aux).
+func (cl *call) recv(peer int, op Op, wantCount int) (*Frame, error) {
+	return cl.recvSeq(peer, op, cl.seq, wantCount)
+}
+
+func (cl *call) recvSeq(peer int, op Op, seq uint64, wantCount int) (*Frame, error) {
+	f, err := cl.c.t.Recv(cl.ctx, cl.c.opts.ID, cl.c.ranks[peer])
+	if err != nil {
+		return nil, cl.commErr(err, peer, "waiting for")
+	}
+	h := f.Header
+	want := Header{Comm: cl.c.opts.ID, Seq: seq, Op: op, Red: cl.red, DType: cl.dt, Src: uint16(cl.c.ranks[peer])}
+	if h.Comm != want.Comm || h.Seq != want.Seq || h.Op != want.Op || h.Red != want.Red || h.DType != want.DType || h.Src != want.Src ||
+		(wantCount >= 0 && h.Count != uint64(wantCount)) {
+		return nil, errs.New(errs.Desync, "%s: rank %d sent [%s], this rank expected [%s %s #%d %s count=%s]: the ranks called different collectives or arguments",
+			cl.where(), cl.c.ranks[peer], h, op, "seq", seq, cl.dt, countStr(wantCount))
+	}
+	if n, err := h.PayloadLen(); err != nil || n != len(f.Payload) {
+		return nil, errs.New(errs.Desync, "%s: frame from rank %d announces %d elements but carries %d bytes", cl.where(), cl.c.ranks[peer], h.Count, len(f.Payload))
+	}
+	if got := Checksum(f.Payload); got != h.CRC {
+		return nil, errs.New(errs.Desync, "%s: payload from rank %d fails its checksum (crc32c %08x, header says %08x): corrupted in transit, discarded", cl.where(), cl.c.ranks[peer], got, h.CRC)
+	}
+	return f, nil
+}
+
+func countStr(n int) string {
+	if n < 0 {
+		return "any"
+	}
+	return fmt.Sprint(n)
+}
+
+// commErr turns a transport or deadline error into a coded error naming the peer.
+func (cl *call) commErr(err error, peer int, doing string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return errs.New(errs.TimeoutComm, "%s: %s rank %d: nothing within %s (rank %d is silent or stuck)",
+			cl.where(), doing, cl.c.ranks[peer], time.Since(cl.start).Round(time.Millisecond), cl.c.ranks[peer])
+	}
+	if errors.Is(err, context.Canceled) {
+		return errs.New(errs.TimeoutComm, "%s: %s rank %d: cancelled", cl.where(), doing, cl.c.ranks[peer])
+	}
+	return errs.Wrap(errs.TimeoutComm, err, "%s: %s rank %d", cl.where(), doing, cl.c.ranks[peer])
+}
+
+// each runs fn for every peer but this rank concurrently and returns the first error; the
+// first failure cancels the others so no goroutine outlives the call.
+func (cl *call) each(fn func(cl *call, peer int) error) error {
+	n := cl.c.World()
+	if n == 1 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(cl.ctx)
+	defer cancel()
+	inner := *cl
+	inner.ctx = ctx
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for p := 0; p < n; p++ {
+		if p == cl.c.me {
+			continue
+		}
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			if err := fn(&inner, p); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}(p)
+	}
+	wg.Wait()
+	return first
+}

@@ -1,0 +1,173 @@
+package dist
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+// Op names a collective (or point-to-point) operation on the wire.
+type Op uint8
+
+const (
+	OpInvalid Op = iota
+	OpAllReduce
+	OpAllGather
+	OpReduceScatter
+	OpBroadcast
+	OpAllToAll
+	OpSend
+	OpBarrier
+	OpReduce // the reduce-scatter phase of all_reduce
+	opLimit
+)
+
+var opNames = [...]string{OpInvalid: "invalid", OpAllReduce: "all_reduce", OpAllGather: "all_gather",
+	OpReduceScatter: "reduce_scatter", OpBroadcast: "broadcast", OpAllToAll: "all_to_all",
+	OpSend: "send", OpBarrier: "barrier", OpReduce: "reduce"}
+
+func (o Op) String() string {
+	if o < opLimit {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// RedOp is a reduction operator.
+type RedOp uint8
+
+const (
+	RedNone RedOp = iota
+	Sum
+	Max
+	Min
+	Avg
+	redLimit
+)
+
+var redNames = [...]string{RedNone: "none", Sum: "sum", Max: "max", Min: "min", Avg: "avg"}
+
+func (r RedOp) String() string {
+	if r < redLimit {
+		return redNames[r]
+	}
+	return fmt.Sprintf("redop(%d)", uint8(r))
+}
+
+// ParseRedOp accepts sum, max, min, avg.
+func ParseRedOp(s string) (RedOp, error) {
+	for i := Sum; i < redLimit; i++ {
+		if redNames[i] == s {
+			return i, nil
+		}
+	}
+	return RedNone, errs.New(errs.Input, "unknown reduction %q (want sum, max, min or avg)", s)
+}
+
+// HeaderSize is the fixed size of an encoded Header.
+const HeaderSize = 48
+
+const (
+	frameMagic   = 0x54514644 // "TQFD"
+	frameVersion = 1
+)
+
+// Header travels in front of every payload. Every field is checked by the receiving
+// communicator: a frame that is not the one the receiver expects is E_DESYNC, never data.
+type Header struct {
+	Comm  uint32         // communicator id
+	Seq   uint64         // the communicator's collective sequence number
+	Op    Op             // the collective this frame belongs to
+	Red   RedOp          // its reduction, RedNone for data-only ops
+	DType numerics.DType // element type of the payload
+	Src   uint16         // sending rank within the communicator
+	Aux   uint32         // op-specific: root for broadcast, number of contributions for reductions
+	Count uint64         // elements in the payload
+	CRC   uint32         // CRC32C (Castagnoli) of the payload
+}
+
+// Frame is one message: a header and its payload (Count*DType.Size() bytes).
+type Frame struct {
+	Header
+	Payload []byte
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum is the CRC32C of a payload.
+func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
+
+// PayloadLen is the byte length the header announces.
+func (h *Header) PayloadLen() (int, error) {
+	sz := h.DType.Size()
+	if !h.DType.Valid() || sz == 0 {
+		return 0, errs.New(errs.Desync, "frame from rank %d: invalid dtype %d", h.Src, uint8(h.DType))
+	}
+	if h.Count > MaxFrameBytes/uint64(sz) {
+		return 0, errs.New(errs.Desync, "frame from rank %d: %d elements of %s exceed the %d-byte frame limit", h.Src, h.Count, h.DType, MaxFrameBytes)
+	}
+	return int(h.Count) * sz, nil
+}
+
+// MaxFrameBytes bounds one payload so a corrupted length can never make a receiver allocate
+// without limit.
+const MaxFrameBytes = 1 << 31
+
+// MarshalHeader encodes h into b (len >= HeaderSize), little-endian.
+func (h *Header) MarshalHeader(b []byte) {
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], frameMagic)
+	b[4] = frameVersion
+	b[5] = byte(h.Op)
+	b[6] = byte(h.Red)
+	b[7] = byte(h.DType)
+	le.PutUint32(b[8:], h.Comm)
+	le.PutUint16(b[12:], h.Src)
+	le.PutUint16(b[14:], 0)
+	le.PutUint64(b[16:], h.Seq)
+	le.PutUint64(b[24:], h.Count)
+	le.PutUint32(b[32:], h.Aux)
+	le.PutUint32(b[36:], h.CRC)
+	le.PutUint64(b[40:], 0)
+	// The header checks itself: a flipped bit in a length must not be trusted.
+	le.PutUint32(b[44:], crc32.Checksum(b[:44], castagnoli))
+}
+
+// UnmarshalHeader decodes and validates a header; errors are E_DESYNC.
+func UnmarshalHeader(b []byte) (Header, error) {
+	var h Header
+	if len(b) < HeaderSize {
+		return h, errs.New(errs.Desync, "frame header: %d bytes, want %d", len(b), HeaderSize)
+	}
+	le := binary.LittleEndian
+	if le.Uint32(b[0:]) != frameMagic {
+		return h, errs.New(errs.Desync, "frame header: bad magic %#x", le.Uint32(b[0:]))
+	}
+	if b[4] != frameVersion {
+		return h, errs.New(errs.Desync, "frame header: version %d, want %d", b[4], frameVersion)
+	}
+	if got, want := le.Uint32(b[44:]), crc32.Checksum(b[:44], castagnoli); got != want {
+		return h, errs.New(errs.Desync, "frame header: checksum %#x, want %#x (corrupted in transit)", got, want)
+	}
+	h.Op, h.Red, h.DType = Op(b[5]), RedOp(b[6]), numerics.DType(b[7])
+	h.Comm = le.Uint32(b[8:])
+	h.Src = le.Uint16(b[12:])
+	h.Seq = le.Uint64(b[16:])
+	h.Count = le.Uint64(b[24:])
+	h.Aux = le.Uint32(b[32:])
+	h.CRC = le.Uint32(b[36:])
+	if h.Op == OpInvalid || h.Op >= opLimit || h.Red >= redLimit {
+		return h, errs.New(errs.Desync, "frame header: unknown op %d or reduction %d", b[5], b[6])
+	}
+	if _, err := h.PayloadLen(); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+func (h Header) String() string {
+	return fmt.Sprintf("%s #%d comm=%d src=%d %s count=%d red=%s aux=%d", h.Op, h.Seq, h.Comm, h.Src, h.DType, h.Count, h.Red, h.Aux)
+}

@@ -1,0 +1,26 @@
+package dist
+
+import "context"
+
+// Transport moves frames between the ranks of one world. It never looks inside a payload and
+// never adds: the communicator above it checks headers and checksums and does all arithmetic,
+// which is why every transport gives the same bits.
+//
+// Frames from one sender on one communicator arrive in the order they were sent (per
+// (communicator, sender) FIFO); frames of different communicators never block each other.
+type Transport interface {
+	// Name is the transport's kind: inproc, tcp, cuda, nccl.
+	Name() string
+	// Rank and World place this endpoint in the world.
+	Rank() int
+	World() int
+	// Send hands f to rank `to` and returns when the transport no longer needs f.Payload (it
+	// was written to the wire or copied), or with ctx's error: the caller may then reuse the
+	// buffer, which is what makes in-place collectives safe.
+	Send(ctx context.Context, to int, f *Frame) error
+	// Recv returns the next frame sent by rank `from` on communicator comm. It returns ctx's
+	// error when ctx ends first and a coded E_TIMEOUT_COMM error when the peer is gone.
+	Recv(ctx context.Context, comm uint32, from int) (*Frame, error)
+	// Close releases the endpoint; pending and later calls fail.
+	Close() error
+}
