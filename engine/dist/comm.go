@@ -121,7 +121,7 @@ func (c *Comm) Sub(id uint32, ranks []int) (*Comm, error) {
 }
 
 // Rank is this member's rank in the communicator; World the number of members.
-func (c *Comm) Rank() int { return c.me }
+func (c *Comm) Rank() int  { return c.me }
 func (c *Comm) World() int { return len(c.ranks) }
 
 // Mode is the communicator's reduction mode; Transport the endpoint it runs on.

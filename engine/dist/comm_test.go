@@ -438,4 +438,3 @@ func FuzzUnmarshalHeader(f *testing.F) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
