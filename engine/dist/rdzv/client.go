@@ -90,6 +90,10 @@ func (cl *client) dial(ctx context.Context) (*conn, error) {
 		c.Close()
 		return nil, errs.New(errs.CommInit, "rendezvous store at %s: %v", cl.addr, err)
 	}
+	if !stop() {
+		c.Close() // ctx ended as the greeting came: the deadline may be spoiled
+		return nil, ctx.Err()
+	}
 	return cn, nil
 }
 
@@ -165,9 +169,15 @@ func (cl *client) do(ctx context.Context, q request) (response, error) {
 	}
 	// The socket deadline trails the server's wait a little so the server's answer wins.
 	c.c.SetDeadline(dl.Add(time.Second))
+	// Cancelled (not timed out): abandon the request now; the connection is then dropped.
+	var mu sync.Mutex
+	finished, cut := false, false
 	stop := context.AfterFunc(ctx, func() {
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			c.c.SetDeadline(time.Now()) // cancelled: abandon the request now
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cut = true
+			c.c.SetDeadline(time.Now())
 		}
 	})
 	err = writeRequest(c.w, q)
@@ -176,6 +186,12 @@ func (cl *client) do(ctx context.Context, q request) (response, error) {
 		p, err = readResponse(c.r)
 	}
 	stop()
+	mu.Lock()
+	finished = true
+	if cut && err == nil {
+		err = context.Canceled // the answer came, but the connection's deadline is spoiled
+	}
+	mu.Unlock()
 	if err != nil {
 		c.c.Close()
 		return response{}, cl.lost(ctx, err)

@@ -234,8 +234,8 @@ func (c *connector) dial(ctx context.Context, r int) (*net.TCPConn, error) {
 		dl = cd
 	}
 	tc.SetDeadline(dl)
-	stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Now()) })
-	defer stop()
+	release := watch(ctx, tc.SetDeadline)
+	defer release()
 	want := c.me
 	want.to = r
 	if _, err := tc.Write(want.marshal()); err != nil {
@@ -275,14 +275,14 @@ func (c *connector) accept(ctx context.Context, ln net.Listener, arrivals chan<-
 			tc := conn.(*net.TCPConn)
 			tune(tc)
 			tc.SetDeadline(time.Now().Add(handshakeTimeout))
-			stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Now()) })
-			defer stop()
+			release := watch(ctx, tc.SetDeadline)
 			theirs, err := readHello(tc)
 			if err != nil {
 				var stray errStray
 				if errors.As(err, &stray) {
 					c.refused("a connection from %s: %s", tc.RemoteAddr(), stray.why)
 				}
+				release()
 				tc.Close()
 				return
 			}
@@ -303,12 +303,15 @@ func (c *connector) accept(ctx context.Context, ln net.Listener, arrivals chan<-
 			if why != "" {
 				c.refused("a peer at %s claiming rank %d: %s", tc.RemoteAddr(), theirs.from, why)
 				writeAnswer(tc, why, hello{})
+				release()
 				tc.Close()
 				return
 			}
 			me := c.me
 			me.to = theirs.from
-			if err := writeAnswer(tc, "", me); err != nil {
+			err = writeAnswer(tc, "", me)
+			release()
+			if err != nil || ctx.Err() != nil {
 				tc.Close()
 				return
 			}

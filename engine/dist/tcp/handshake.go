@@ -1,10 +1,13 @@
 package tcp
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
+	"sync"
+	"time"
 )
 
 // The handshake, once per connection, before any frame. The dialing (higher) rank speaks
@@ -143,4 +146,31 @@ func tune(c net.Conn) {
 	tc.SetReadBuffer(socketBuffer)
 	tc.SetWriteBuffer(socketBuffer)
 	tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount})
+}
+
+// watch sets a deadline of "now" through set when ctx ends, until release is called;
+// release clears the deadline again if it fired, so a connection that outlives ctx (handed
+// on after a handshake, or written to after a Send whose ctx ended just afterwards) is not
+// left with a deadline in the past.
+func watch(ctx context.Context, set func(time.Time) error) (release func()) {
+	var mu sync.Mutex
+	finished, fired := false, false
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			fired = true
+			set(time.Now())
+		}
+	})
+	return func() {
+		stop()
+		mu.Lock()
+		finished = true
+		f := fired
+		mu.Unlock()
+		if f {
+			set(time.Time{})
+		}
+	}
 }

@@ -214,11 +214,11 @@ func (t *Transport) Send(ctx context.Context, to int, f *dist.Frame) error {
 	if err := p.err(); err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { p.conn.SetWriteDeadline(time.Now()) })
+	release := watch(ctx, p.conn.SetWriteDeadline)
 	f.MarshalHeader(p.hdr[:])
 	bufs := net.Buffers{p.hdr[:], f.Payload}
 	w, err := bufs.WriteTo(p.conn)
-	stop()
+	release()
 	t.sent.Add(w)
 	if err == nil {
 		return nil
