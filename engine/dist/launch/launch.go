@@ -3,11 +3,13 @@
 // MASTER_PORT set, output lines prefixed "[rank N] ", signals forwarded, and the whole job torn
 // down as soon as one rank fails.
 //
-// The launcher of node 0 serves the rendezvous store (engine/dist/rdzv) itself and tells the
-// ranks where through TESSERA_RDZV=tcp://host:port (with TESSERA_RDZV_JOB, the job id), so
-// the ranks only connect to it; a program reading torchrun's variables alone still finds the
-// store at MASTER_ADDR:MASTER_PORT. Every rank runs in its own process group, and every group
-// is killed before Run returns, so no process the job started outlives it.
+// The launcher of node 0 serves the rendezvous store (engine/dist/rdzv) itself, at
+// MasterAddr:MasterPort, and tells the ranks where through TESSERA_RDZV=tcp://host:port (with
+// TESSERA_RDZV_JOB, the job id), so the ranks only connect to it. MASTER_PORT is then left to
+// programs that serve a store of their own on rank 0 (torch.distributed's env:// does): it is
+// MasterPort+1, or another free port when MasterPort is 0. Every rank runs in its own process
+// group, and every group is killed before Run returns, so no process the job started outlives
+// it.
 package launch
 
 import (
@@ -84,6 +86,8 @@ func (s *Spec) check() error {
 		return errs.New(errs.Input, "launch: --node-rank %d outside --nnodes %d (want 0..%d)", s.NodeRank, s.NNodes, s.NNodes-1)
 	case s.MasterPort < 0 || s.MasterPort > 65535:
 		return errs.New(errs.Input, "launch: --master-port %d is not a port (want 0 to pick one, or 1..65535)", s.MasterPort)
+	case s.MasterPort == 65535:
+		return errs.New(errs.Input, "launch: --master-port 65535: the job also needs the port above it (MASTER_PORT)")
 	case s.NNodes > 1 && s.MasterPort == 0:
 		return errs.New(errs.Input, "launch: --master-port is required with --nnodes %d (the other nodes must know it)", s.NNodes)
 	case s.NNodes > 1 && s.MasterAddr == "":
@@ -178,6 +182,13 @@ func Run(ctx context.Context, spec Spec) (exit int, err error) {
 		port, _ = strconv.Atoi(p)
 	}
 
+	masterPort := spec.MasterPort + 1
+	if spec.MasterPort == 0 {
+		if masterPort, err = freePort(spec.MasterAddr); err != nil {
+			return 3, err
+		}
+	}
+
 	sigs := spec.Signals
 	if sigs == nil {
 		ch := make(chan os.Signal, 4)
@@ -196,7 +207,7 @@ func Run(ctx context.Context, spec Spec) (exit int, err error) {
 			"RANK="+strconv.Itoa(n), "WORLD_SIZE="+strconv.Itoa(world),
 			"LOCAL_RANK="+strconv.Itoa(local), "LOCAL_WORLD_SIZE="+strconv.Itoa(spec.NProcPerNode),
 			"GROUP_RANK="+strconv.Itoa(spec.NodeRank),
-			"MASTER_ADDR="+spec.MasterAddr, "MASTER_PORT="+strconv.Itoa(port),
+			"MASTER_ADDR="+spec.MasterAddr, "MASTER_PORT="+strconv.Itoa(masterPort),
 			rdzv.EnvStore+"=tcp://"+store, rdzv.EnvJob+"="+spec.JobID)
 		if spec.Timeout > 0 {
 			env = append(env, rdzv.EnvTimeout+"="+spec.Timeout.String())
@@ -211,6 +222,16 @@ func Run(ctx context.Context, spec Spec) (exit int, err error) {
 		}
 	}
 	return l.wait(ctx, sigs)
+}
+
+// freePort asks the kernel for a port on host that is free now.
+func freePort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, errs.New(errs.CommInit, "launch: cannot find a free port on %s: %v", host, err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // childEnv is the launcher's environment without the variables it sets, plus extra.
@@ -322,7 +343,7 @@ func (l *launcher) wait(ctx context.Context, sigs <-chan os.Signal) (int, error)
 			l.byN(e.rank).ended = true
 			if e.code != 0 && first < 0 {
 				first, exit = e.rank, e.code
-				if running > 0 {
+				if running > 0 && !stopping {
 					l.logf("rank %d %s; terminating the other ranks", e.rank, e.how)
 					stop(syscall.SIGTERM)
 				} else {

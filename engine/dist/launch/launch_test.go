@@ -189,9 +189,10 @@ func TestLaunchEnvironmentAndOutput(t *testing.T) {
 		t.Fatalf("exit %d err %v\n%s%s", exit, err, out, errOut)
 	}
 	o := out.String()
-	port := regexp.MustCompile(`\[rank 0\] MASTER_PORT=(\d+)`).FindStringSubmatch(o)
-	if port == nil || port[1] == "0" {
-		t.Fatalf("no master port:\n%s", o)
+	port := regexp.MustCompile(`\[rank 0\] TESSERA_RDZV=tcp://127.0.0.1:(\d+)`).FindStringSubmatch(o)
+	mport := regexp.MustCompile(`\[rank 1\] MASTER_PORT=(\d+)`).FindStringSubmatch(o)
+	if port == nil || mport == nil || port[1] == "0" || mport[1] == "0" || port[1] == mport[1] {
+		t.Fatalf("want the store's port and a different free MASTER_PORT:\n%s", o)
 	}
 	for _, want := range []string{"[rank 1] RANK=1\n", "[rank 0] RANK=0\n", "[rank 1] WORLD_SIZE=2\n", "[rank 1] LOCAL_RANK=1\n",
 		"[rank 0] LOCAL_WORLD_SIZE=2\n", "[rank 0] MASTER_ADDR=127.0.0.1\n", "[rank 1] TESSERA_RDZV=tcp://127.0.0.1:" + port[1] + "\n",
@@ -203,6 +204,20 @@ func TestLaunchEnvironmentAndOutput(t *testing.T) {
 	}
 	if e := errOut.String(); !strings.Contains(e, "[rank 0] to stderr\n") || !strings.Contains(e, "[rank 1] to stderr\n") {
 		t.Errorf("stderr:\n%s", e)
+	}
+}
+
+func TestLaunchExplicitMasterPort(t *testing.T) {
+	p := freePortIn(t, 20000, 40000)
+	s, out, errOut := spec("env", 1)
+	s.MasterPort = p
+	if exit, err := Run(context.Background(), s); exit != 0 || err != nil {
+		t.Fatalf("exit %d err %v\n%s", exit, err, errOut)
+	}
+	for _, want := range []string{fmt.Sprintf("TESSERA_RDZV=tcp://127.0.0.1:%d\n", p), fmt.Sprintf("MASTER_PORT=%d\n", p+1)} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
 	}
 }
 
@@ -355,6 +370,7 @@ func TestLaunchBadInput(t *testing.T) {
 		{"node rank", func(s *Spec) { s.NNodes, s.NodeRank, s.MasterPort, s.MasterAddr = 2, 2, 1234, "h" }, 2, errs.Input, "--node-rank 2 outside --nnodes 2"},
 		{"multi-node port", func(s *Spec) { s.NNodes, s.MasterAddr = 2, "h" }, 2, errs.Input, "--master-port is required"},
 		{"port range", func(s *Spec) { s.MasterPort = 70000 }, 2, errs.Input, "--master-port 70000"},
+		{"port top", func(s *Spec) { s.MasterPort = 65535 }, 2, errs.Input, "the port above it"},
 		{"no program", func(s *Spec) { s.Program = "" }, 2, errs.Input, "no program"},
 		{"missing program", func(s *Spec) { s.Program = "/nonexistent/prog" }, 2, errs.Input, `program "/nonexistent/prog"`},
 		{"bad env", func(s *Spec) { s.Env = []string{"NOEQUALS"} }, 2, errs.Input, "KEY=VALUE"},
