@@ -60,6 +60,8 @@ func runRole(role string) int {
 		for {
 			time.Sleep(time.Hour)
 		}
+	case "die":
+		return die()
 	case "sleep":
 		for {
 			time.Sleep(time.Hour)
@@ -130,6 +132,31 @@ func exchange() int {
 		return 1
 	}
 	fmt.Printf("rank %d/%d local %s/%s sum=%g\n", me, n, os.Getenv("LOCAL_RANK"), os.Getenv("LOCAL_WORLD_SIZE"), float64frombits(binary.LittleEndian.Uint64(buf)))
+	return 0
+}
+
+// die: after the mesh is up, the last rank kills itself (SIGKILL: no Close, no goodbye); the
+// others, waiting for its frame, must hear E_TIMEOUT_COMM naming it within a second.
+func die() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t, err := tcp.FromEnv(ctx, 30*time.Second)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	victim := t.World() - 1
+	if t.Rank() == victim {
+		time.Sleep(200 * time.Millisecond)
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	start := time.Now()
+	_, err = t.Recv(ctx, 0, victim)
+	took := time.Since(start) - 200*time.Millisecond
+	fmt.Printf("after %s: %v\n", took.Round(time.Millisecond), err)
+	if errs.CodeOf(err) != errs.TimeoutComm || !strings.Contains(err.Error(), fmt.Sprintf("rank %d", victim)) || took > time.Second {
+		return 1
+	}
 	return 0
 }
 
@@ -419,6 +446,38 @@ func TestRanksJoinWithoutTheLauncher(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A rank process killed mid-job: every other rank's pending receive from it fails promptly
+// with E_TIMEOUT_COMM naming it (run without the launcher, which would tear the job down).
+func TestKilledRankProcessIsNamedPromptly(t *testing.T) {
+	port := freePortIn(t, 20000, 40000)
+	var cmds []*exec.Cmd
+	var outs []*syncBuffer
+	for r := range 3 {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(childEnv(os.Environ(), nil), roleVar+"=die", "RANK="+strconv.Itoa(r), "WORLD_SIZE=3",
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "TESSERA_RDZV_TIMEOUT=20s")
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	for r, cmd := range cmds {
+		err := cmd.Wait()
+		if r == 2 {
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+				t.Errorf("rank 2 was not killed: %v\n%s", err, outs[r])
+			}
+			continue
+		}
+		if err != nil || !strings.Contains(outs[r].String(), "E_TIMEOUT_COMM") || !strings.Contains(outs[r].String(), "rank 2 (127.0.0.1:") {
+			t.Errorf("rank %d: %v\n%s", r, err, outs[r])
+		}
+		t.Logf("rank %d: %s", r, strings.TrimSpace(outs[r].String()))
 	}
 }
 
