@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"runtime"
@@ -604,6 +605,52 @@ func BenchmarkLoopbackThroughput(b *testing.B) {
 			}()
 			for range b.N {
 				if err := ts[1].Send(ctx, 0, f); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkLoopbackRawTCP is the ceiling for BenchmarkLoopbackThroughput: one loopback TCP
+// connection, the same sizes, no framing, a reused receive buffer.
+func BenchmarkLoopbackRawTCP(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20, 8 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			accepted := make(chan net.Conn, 1)
+			go func() { c, _ := ln.Accept(); accepted <- c }()
+			w, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			r := <-accepted
+			defer r.Close()
+			tune(w)
+			tune(r)
+			buf, in := make([]byte, size), make([]byte, size)
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			done := make(chan error, 1)
+			go func() {
+				for range b.N {
+					if _, err := io.ReadFull(r, in); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			for range b.N {
+				if _, err := w.Write(buf); err != nil {
 					b.Fatal(err)
 				}
 			}
