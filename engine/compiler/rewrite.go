@@ -101,7 +101,8 @@ func isNoop(n *graph.Node) bool {
 	return false
 }
 
-// deadCode drops nodes whose outputs nobody reads and that are not graph outputs.
+// deadCode drops nodes whose outputs nobody reads and that are not graph outputs. Collective
+// nodes stay: a send nobody reads locally is read by its peer's recv.
 func deadCode(s *state) error {
 	live := map[*graph.Value]bool{}
 	for _, v := range s.g.Outputs {
@@ -110,7 +111,7 @@ func deadCode(s *state) error {
 	var keep []*graph.Node
 	for i := len(s.g.Nodes) - 1; i >= 0; i-- {
 		n := s.g.Nodes[i]
-		if !live[n.Output] {
+		if !live[n.Output] && !graph.IsCollective(n.Op) {
 			continue
 		}
 		keep = append(keep, n)

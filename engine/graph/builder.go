@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -54,7 +55,7 @@ func (b *Builder) Named(name, op string, attrs Attrs, inputs ...*Value) *Value {
 	if b.err == nil {
 		if b.names[name] {
 			b.err = fmt.Errorf("graph %s: value %%%s defined twice", b.g.Name, name)
-		} else if t, err := InferNode(n); err != nil {
+		} else if t, err := InferNodeIn(n, b.g.Mesh); err != nil {
 			b.err = err
 		} else {
 			n.Output.Type = t
@@ -64,6 +65,9 @@ func (b *Builder) Named(name, op string, attrs Attrs, inputs ...*Value) *Value {
 	b.g.Nodes = append(b.g.Nodes, n)
 	return n.Output
 }
+
+// Mesh makes the graph one rank's program over m; call it before adding collective ops.
+func (b *Builder) Mesh(m *mesh.Mesh) { b.g.Mesh = m }
 
 // Output marks values as graph outputs, in order.
 func (b *Builder) Output(vs ...*Value) { b.g.Outputs = append(b.g.Outputs, vs...) }

@@ -3,6 +3,8 @@ package graph
 import (
 	"fmt"
 	"slices"
+
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 )
 
 // Equal reports whether two graphs are structurally the same: name, inputs (name and type),
@@ -20,6 +22,9 @@ func Diff(a, b *Graph) string {
 	}
 	if a.Name != b.Name {
 		return fmt.Sprintf("graph name: %q vs %q", a.Name, b.Name)
+	}
+	if !mesh.SameAxes(a.Mesh, b.Mesh) {
+		return fmt.Sprintf("mesh: %q vs %q", a.Mesh.String(), b.Mesh.String())
 	}
 	if d := diffValues("input", a.Inputs, b.Inputs, true); d != "" {
 		return d

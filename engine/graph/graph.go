@@ -6,6 +6,7 @@ package graph
 import (
 	"slices"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
@@ -38,9 +39,13 @@ type Node struct {
 // Def returns the node's op definition (nil if the op is unknown; Verify reports that).
 func (n *Node) Def() *OpDef { return registry[n.Op] }
 
-// Graph is a function: inputs, nodes in topological order, outputs.
+// Graph is a function: inputs, nodes in topological order, outputs. A graph with a Mesh is
+// one rank's program of an SPMD run over that mesh: every rank runs the same graph on its own
+// shards, and collective ops (KindCollective) name mesh axes, whose sizes their shape rules
+// read. A graph without a Mesh runs on one device and cannot hold collectives.
 type Graph struct {
 	Name    string
+	Mesh    *mesh.Mesh // nil: one device
 	Inputs  []*Value
 	Nodes   []*Node
 	Outputs []*Value
@@ -92,7 +97,7 @@ func (g *Graph) Clone() *Graph {
 		vm[v] = c
 		return c
 	}
-	out := &Graph{Name: g.Name}
+	out := &Graph{Name: g.Name, Mesh: g.Mesh} // a Mesh is immutable, so sharing it is a copy
 	for _, v := range g.Inputs {
 		out.Inputs = append(out.Inputs, cv(v))
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
@@ -144,6 +145,11 @@ func (p *parser) graph() (*Graph, error) {
 			return nil, p.errAt(t, errs.Parse, "unterminated graph %s: missing '}' for the '{' opened at %d:%d", p.g.Name, open.line, open.col)
 		case t.is("}"):
 			return p.finish(head)
+		case t.kind == tIdent && t.text == "mesh":
+			if phase != phaseInputs || len(p.g.Inputs) > 0 || p.g.Mesh != nil {
+				return nil, p.errAt(t, errs.Parse, "a mesh line comes once, first in the graph (before inputs)")
+			}
+			err = p.meshLine()
 		case t.kind == tIdent && t.text == "input":
 			if phase != phaseInputs {
 				return nil, p.errAt(t, errs.Parse, "input after a node or output: inputs come first")
@@ -226,6 +232,54 @@ func (p *parser) use(context string) (*Value, error) {
 		return nil, p.errAt(t, errs.Parse, "value %%%s is not defined (define values before using them)", t.text)
 	}
 	return v, p.advance()
+}
+
+// meshLine: "mesh" axis "=" int {"," axis "=" int}. The axes are checked by mesh.New, whose
+// coded error keeps its code behind the position.
+func (p *parser) meshLine() error {
+	start := p.tok
+	if err := p.advance(); err != nil {
+		return err
+	}
+	var axes []mesh.Axis
+	for {
+		name := p.tok
+		if name.kind != tIdent {
+			return p.errAt(name, errs.Parse, "expected a mesh axis name (mesh dp=2,tp=2), got %s", name.describe())
+		}
+		if err := p.advance(); err != nil {
+			return err
+		}
+		if err := p.expect("=", "and a size after mesh axis "+name.text); err != nil {
+			return err
+		}
+		if p.tok.kind != tInt {
+			return p.errAt(p.tok, errs.Parse, "expected the size of mesh axis %s (an integer), got %s", name.text, p.tok.describe())
+		}
+		size, err := strconv.Atoi(p.tok.text)
+		if err != nil || size < 1 {
+			return p.errAt(p.tok, errs.Parse, "mesh axis %s has size %s, want an integer 1..%d", name.text, p.tok.text, mesh.MaxWorld)
+		}
+		axes = append(axes, mesh.Axis{Name: name.text, Size: size})
+		if len(axes) > mesh.MaxAxes {
+			return p.errAt(name, errs.Input, "mesh has more than %d axes", mesh.MaxAxes)
+		}
+		if err := p.advance(); err != nil {
+			return err
+		}
+		if !p.tok.is(",") {
+			break
+		}
+		if err := p.advance(); err != nil {
+			return err
+		}
+	}
+	m, err := mesh.New(axes, nil)
+	if err != nil {
+		return p.wrapAt(start, errs.Input, err)
+	}
+	p.g.Mesh = m
+	return nil
 }
 
 // input: "input" %name ":" type
@@ -389,7 +443,7 @@ func (p *parser) node() error {
 		}
 		n.Attrs = attrs
 	}
-	t, err := inferGuarded(n)
+	t, err := inferGuarded(n, p.g.Mesh)
 	if err != nil {
 		return p.wrapAt(nameTok, errs.Shape, err)
 	}
@@ -412,13 +466,13 @@ func (p *parser) node() error {
 // inferGuarded turns a panic inside an op's shape rule into a coded error, so a bug there
 // (say an overflow on absurd attribute values) cannot crash a tool that reads user files.
 // The fuzz target rejects E_INTERNAL, so such bugs are still found.
-func inferGuarded(n *Node) (t Type, err error) {
+func inferGuarded(n *Node, m *mesh.Mesh) (t Type, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = errs.New(errs.Internal, "%s: shape rule of %s panicked: %v", nodeRef(n), n.Op, r)
 		}
 	}()
-	return InferNode(n)
+	return InferNodeIn(n, m)
 }
 
 // checkType is CheckType plus a bound on each dim first: CheckType's running product is an int

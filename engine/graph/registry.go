@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
@@ -22,6 +23,10 @@ const (
 	KindAttention                   // scaled dot-product attention
 	KindMovement                    // transpose, reshape, slice, concat: no arithmetic
 	KindLoss                        // mse_loss
+	// KindCollective: ops over the graph's mesh (all_reduce, all_gather, reduce_scatter,
+	// broadcast, all_to_all, send, recv, chunk). Their shape rules read axis sizes, and they run
+	// on the host between kernels (engine/dist/run), never inside a Tile IR kernel.
+	KindCollective
 )
 
 // AttrSpec declares one attribute of an op. A nil Default makes it required unless Optional.
@@ -44,7 +49,10 @@ type OpDef struct {
 	// Infer checks inputs and attributes and returns the output type. It may assume arity,
 	// attribute kinds and input dtypes were already checked against the declaration above.
 	Infer func(n *Node, in []Type) (Type, error)
-	Doc   string
+	// InferMesh replaces Infer for ops whose rule needs the graph's mesh (KindCollective).
+	// m is never nil when it is called.
+	InferMesh func(n *Node, in []Type, m *mesh.Mesh) (Type, error)
+	Doc       string
 }
 
 // Arity renders the accepted argument count for listings ("2", "1+").
@@ -73,19 +81,34 @@ func register(d *OpDef) {
 // Lookup returns the op definition for name.
 func Lookup(name string) (*OpDef, bool) { d, ok := registry[name]; return d, ok }
 
-// Ops returns every registered op, sorted by name.
-func Ops() []*OpDef {
+// Ops returns every op a single device runs (every kind but KindCollective), sorted by name:
+// the set each backend, golden file and oracle covers. CollectiveOps lists the rest.
+func Ops() []*OpDef { return opsWhere(func(d *OpDef) bool { return d.Kind != KindCollective }) }
+
+// CollectiveOps returns the ops that need a mesh (KindCollective), sorted by name.
+func CollectiveOps() []*OpDef { return opsWhere(func(d *OpDef) bool { return d.Kind == KindCollective }) }
+
+// IsCollective reports whether op is a registered mesh op.
+func IsCollective(op string) bool { d, ok := registry[op]; return ok && d.Kind == KindCollective }
+
+func opsWhere(keep func(*OpDef) bool) []*OpDef {
 	out := make([]*OpDef, 0, len(registry))
 	for _, d := range registry {
-		out = append(out, d)
+		if keep(d) {
+			out = append(out, d)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// InferNode checks a node against its op's declaration and returns its output type.
-// Errors are coded and name the node, the op and the input types.
-func InferNode(n *Node) (Type, error) {
+// InferNode checks a node of a graph without a mesh against its op's declaration and returns
+// its output type. Errors are coded and name the node, the op and the input types.
+func InferNode(n *Node) (Type, error) { return InferNodeIn(n, nil) }
+
+// InferNodeIn is InferNode for a node of a graph over mesh m (nil: no mesh). Collective ops
+// need m; every other op ignores it.
+func InferNodeIn(n *Node, m *mesh.Mesh) (Type, error) {
 	d, ok := registry[n.Op]
 	if !ok {
 		return Type{}, errs.New(errs.Unsupported, "%s: unknown op %q (see `tessera-qa ops`)", nodeRef(n), n.Op)
@@ -120,7 +143,16 @@ func InferNode(n *Node) (Type, error) {
 			return Type{}, errs.New(errs.DType, "%s: inputs of %s must share one dtype, got %s and %s", nodeRef(n), n.Op, in[0], t)
 		}
 	}
-	out, err := d.Infer(n, in)
+	var out Type
+	var err error
+	switch {
+	case d.InferMesh != nil && m == nil:
+		return Type{}, errs.New(errs.Input, "%s: %s needs the graph's mesh (a `mesh dp=2,tp=2` line, or Builder.Mesh)", nodeRef(n), n.Op)
+	case d.InferMesh != nil:
+		out, err = d.InferMesh(n, in, m)
+	default:
+		out, err = d.Infer(n, in)
+	}
 	if err != nil {
 		return Type{}, errs.Wrap(errs.Shape, err, "%s: %s(%s)", nodeRef(n), n.Op, typeList(in))
 	}

@@ -15,6 +15,9 @@ func Print(g *Graph) string {
 	}
 	var b strings.Builder
 	b.WriteString("graph " + g.Name + " {\n")
+	if g.Mesh != nil {
+		b.WriteString("  mesh " + g.Mesh.String() + "\n")
+	}
 	for _, v := range g.Inputs {
 		b.WriteString("  input " + valueRef(v) + ": " + valueType(v) + "\n")
 	}

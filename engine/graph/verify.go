@@ -61,7 +61,7 @@ func Verify(g *Graph) error {
 				return errs.New(errs.Input, "%s: input %d (%%%s) is not defined before use", nodeRef(n), i, name)
 			}
 		}
-		t, err := InferNode(n)
+		t, err := InferNodeIn(n, g.Mesh)
 		if err != nil {
 			return err
 		}
