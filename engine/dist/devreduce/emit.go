@@ -49,7 +49,9 @@ func newEmitter() *emitter {
 }
 
 // fork writes to its own buffer with the same register and label numbering.
-func (e *emitter) fork() *emitter { return &emitter{w: &strings.Builder{}, count: e.count, labels: e.labels} }
+func (e *emitter) fork() *emitter {
+	return &emitter{w: &strings.Builder{}, count: e.count, labels: e.labels}
+}
 
 func (e *emitter) reg(prefix string) string {
 	e.count[prefix]++
