@@ -58,6 +58,19 @@ type api struct {
 	cuEventSynchronize  func(e uintptr) cuResult
 	cuEventElapsedTime  func(ms *float32, start, end uintptr) cuResult
 	cuEventDestroy      func(e uintptr) cuResult
+
+	// Used by Raw (raw.go): stream-ordered copies, cross-stream and cross-process ordering, and
+	// CUDA IPC. The IPC handles are 64-byte structs passed by value (purego puts them on the
+	// stack, as the System V ABI does for aggregates over 16 bytes).
+	cuMemcpyDtoDAsync    func(dst, src uint64, n uint64, s uintptr) cuResult
+	cuMemcpyHtoDAsync    func(dst uint64, src unsafe.Pointer, n uint64, s uintptr) cuResult
+	cuStreamWaitEvent    func(s, e uintptr, flags uint32) cuResult
+	cuEventQuery         func(e uintptr) cuResult
+	cuIpcGetMemHandle    func(h *IPCMemHandle, p uint64) cuResult
+	cuIpcOpenMemHandle   func(p *uint64, h IPCMemHandle, flags uint32) cuResult
+	cuIpcCloseMemHandle  func(p uint64) cuResult
+	cuIpcGetEventHandle  func(h *IPCEventHandle, e uintptr) cuResult
+	cuIpcOpenEventHandle func(e *uintptr, h IPCEventHandle) cuResult
 }
 
 // binding names the C symbols that may implement one api field, best first. The driver keeps
@@ -106,6 +119,15 @@ func (a *api) bindings() []binding {
 		{&a.cuEventSynchronize, []string{"cuEventSynchronize"}},
 		{&a.cuEventElapsedTime, []string{"cuEventElapsedTime_v2", "cuEventElapsedTime"}},
 		{&a.cuEventDestroy, []string{"cuEventDestroy_v2"}},
+		{&a.cuMemcpyDtoDAsync, []string{"cuMemcpyDtoDAsync_v2"}},
+		{&a.cuMemcpyHtoDAsync, []string{"cuMemcpyHtoDAsync_v2"}},
+		{&a.cuStreamWaitEvent, []string{"cuStreamWaitEvent"}},
+		{&a.cuEventQuery, []string{"cuEventQuery"}},
+		{&a.cuIpcGetMemHandle, []string{"cuIpcGetMemHandle"}},
+		{&a.cuIpcOpenMemHandle, []string{"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"}},
+		{&a.cuIpcCloseMemHandle, []string{"cuIpcCloseMemHandle"}},
+		{&a.cuIpcGetEventHandle, []string{"cuIpcGetEventHandle"}},
+		{&a.cuIpcOpenEventHandle, []string{"cuIpcOpenEventHandle"}},
 	}
 }
 
