@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 )
@@ -23,6 +24,10 @@ type Options struct {
 	// Passes lists passes to skip by name (only those not marked required), e.g. to compare a
 	// fused and an unfused program.
 	Skip []string
+	// Mesh, when set, makes the "shard" pass turn the graph into one rank's SPMD program over
+	// the mesh (CompileDist); Layouts gives input layouts by input name (absent: replicated).
+	Mesh    *mesh.Mesh
+	Layouts map[string]mesh.Layout
 }
 
 // state is what passes transform. Graph passes rewrite g; "fuse-elementwise" forms groups;
@@ -32,6 +37,7 @@ type state struct {
 	g      *graph.Graph
 	groups []*group
 	prog   *Program
+	plan   *DistPlan // set by the shard pass when compiling for a mesh
 }
 
 type pass struct {
@@ -47,6 +53,7 @@ var passes = [...]pass{
 	{name: "canonicalize", fn: canonicalize, level: "graph"},
 	{name: "fuse-attention", fn: fuseAttention, level: "graph"},
 	{name: "dce", fn: deadCode, level: "graph"},
+	{name: "shard", fn: shard, level: "dist"},
 	{name: "fuse-elementwise", fn: fuseElementwise, required: true, level: "groups"},
 	{name: "schedule", fn: schedule, required: true, level: "schedule"},
 	{name: "lower", fn: lower, required: true, level: "tile"},
@@ -62,8 +69,26 @@ func PassNames() []string {
 	return out
 }
 
-// Compile runs the pass pipeline on a copy of g.
+// Compile runs the pass pipeline on a copy of g. A graph for a mesh compiles with CompileDist.
 func Compile(g *graph.Graph, opts Options) (p *Program, err error) {
+	if opts.Mesh != nil {
+		return nil, errs.New(errs.Input, "graph %s: compiling for mesh %s gives every rank a program with collectives between kernels: use CompileDist", g.Name, opts.Mesh)
+	}
+	for _, n := range g.Nodes {
+		if graph.IsCollective(n.Op) {
+			return nil, errs.New(errs.Input, "graph %s: node %%%s is a collective (%s), which runs between kernels: use CompileDist", g.Name, n.Output.Name, n.Op)
+		}
+	}
+	s, err := runPasses(g, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return s.prog, nil
+}
+
+// runPasses runs the pass table on a copy of g; with graphOnly it stops at the first pass below
+// the graph level (CompileDist lowers each segment between collectives on its own).
+func runPasses(g *graph.Graph, opts Options, graphOnly bool) (*state, error) {
 	for _, name := range opts.Skip {
 		i := slices.IndexFunc(passes[:], func(p pass) bool { return p.name == name })
 		if i < 0 {
@@ -75,6 +100,9 @@ func Compile(g *graph.Graph, opts Options) (p *Program, err error) {
 	}
 	s := &state{opts: opts, g: g.Clone()}
 	for _, ps := range passes {
+		if graphOnly && ps.level != "graph" && ps.level != "dist" {
+			break
+		}
 		if slices.Contains(opts.Skip, ps.name) {
 			continue
 		}
@@ -90,7 +118,7 @@ func Compile(g *graph.Graph, opts Options) (p *Program, err error) {
 			fmt.Fprintf(opts.Dump, "// ----- after %s (%s) -----\n%s\n", ps.name, ps.level, s.format(ps.level))
 		}
 	}
-	return s.prog, nil
+	return s, nil
 }
 
 // runPass turns a panic inside a pass into a coded error naming the pass and graph, so a
@@ -112,6 +140,11 @@ func (s *state) format(level string) string {
 	switch level {
 	case "graph":
 		return graph.Print(s.g)
+	case "dist":
+		if s.plan == nil {
+			return graph.Print(s.g)
+		}
+		return FormatDist(s.plan, s.g)
 	case "groups":
 		return formatGroups(s.groups)
 	case "schedule":

@@ -10,6 +10,8 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 )
 
@@ -35,12 +37,14 @@ type scheduleJSON struct {
 
 // dumpViews maps the short --dump names to the pass after which the compiler prints that
 // view: the graph after the last graph rewrite, the schedules, the verified Tile IR.
-var dumpViews = map[string]string{"graph": "dce", "groups": "fuse-elementwise", "schedule": "schedule", "tile": "verify-tile"}
+var dumpViews = map[string]string{"graph": "dce", "dist": "shard", "groups": "fuse-elementwise", "schedule": "schedule", "tile": "verify-tile"}
 
 func newCompileCmd(e *env) *cobra.Command {
 	var jsonPath string
 	var dump []string
 	var target, arch string
+	var meshSpec string
+	var layoutSpecs []string
 	cmd := &cobra.Command{
 		Use:   "compile GRAPH",
 		Short: "Compile a graph text file and print its schedules, or dump the IR after any pass",
@@ -49,6 +53,7 @@ and the schedule hash.
 
 --dump prints the IR after compiler passes, in pipeline order, before the schedules:
   graph      the graph after the last graph rewrite (pass dce)
+  dist       with --mesh: every rank's program (pass shard), with where its blocks sit
   groups     the fusion groups (pass fuse-elementwise)
   schedule   the Schedule IR (pass schedule)
   tile       the Tile IR (pass verify-tile)
@@ -57,11 +62,17 @@ and the schedule hash.
 
 --target ptx prints every kernel's PTX (docs/ptx.md) instead of the schedules; --arch sm_90a
 gives the dedicated wgmma kernels (matmul, attention) the CUDA backend uses on an H100, sm_90
-the SIMT and mma.sync paths.`,
+the SIMT and mma.sync paths.
+
+--mesh dp=2,tp=2 compiles for a device mesh: the shard pass propagates the --layout of each
+input (NAME=LAYOUT, repeatable: W=col:tp, W=row:tp, X=[S(dp),R], ...; absent inputs are
+replicated) and inserts collectives; each segment between collectives compiles as usual.
+Layout forms are in docs/distributed.md.`,
 		Example: `  tessera-qa compile docs/examples/mlp.tg
   tessera-qa compile --dump=graph,schedule,tile docs/examples/mlp.tg
   tessera-qa compile --dump=after:canonicalize docs/examples/mlp.tg
-  tessera-qa compile --target ptx docs/examples/mlp.tg`,
+  tessera-qa compile --target ptx docs/examples/mlp.tg
+  tessera-qa compile --mesh dp=2,tp=2 --layout w1=col:tp --layout w2=row:tp --dump=dist docs/examples/mlp.tg`,
 		Args: exactArgs("GRAPH"),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			after, err := dumpPasses(dump)
@@ -87,6 +98,19 @@ the SIMT and mma.sync paths.`,
 			opts := compiler.Options{}
 			if len(after) > 0 {
 				opts.Dump, opts.DumpAfter = out, after
+			}
+			if meshSpec != "" || len(layoutSpecs) > 0 {
+				if target == "ptx" {
+					return usage(cmd, "--target ptx with --mesh: compile one segment's graph instead")
+				}
+				if opts.Mesh, opts.Layouts, err = meshOptions(g, meshSpec, layoutSpecs); err != nil {
+					return err
+				}
+				dp, err := compiler.CompileDist(g, opts)
+				if err != nil {
+					return err
+				}
+				return e.writeDist(out, jsonPath, g, dp, len(after) == 0)
 			}
 			p, err := compiler.Compile(g, opts)
 			if err != nil {
@@ -114,7 +138,9 @@ the SIMT and mma.sync paths.`,
 	}
 	cmd.Flags().StringVar(&target, "target", "tile", "what to print: tile (schedules, or the --dump views) or ptx (every kernel's PTX for sm_90)")
 	cmd.Flags().StringVar(&arch, "arch", "sm_90", "--target ptx: sm_90 or sm_90a (wgmma)")
-	cmd.Flags().StringSliceVar(&dump, "dump", nil, "print the IR after passes: graph, groups, schedule, tile, all, or a pass name (comma-separated)")
+	cmd.Flags().StringSliceVar(&dump, "dump", nil, "print the IR after passes: graph, dist, groups, schedule, tile, all, or a pass name (comma-separated)")
+	cmd.Flags().StringVar(&meshSpec, "mesh", "", "compile for a device mesh: axis=size,... (dp=2,tp=2)")
+	cmd.Flags().StringArrayVar(&layoutSpecs, "layout", nil, "with --mesh: an input's layout, NAME=LAYOUT (W=col:tp, X=[S(dp),R]); repeatable")
 	addJSONFlag(cmd, &jsonPath)
 	return cmd
 }
@@ -129,7 +155,7 @@ func dumpPasses(items []string) ([]string, error) {
 		case dumpViews[name] != "":
 			name = dumpViews[name]
 		case !slices.Contains(compiler.PassNames(), name):
-			return nil, fmt.Errorf("--dump %q: want graph, groups, schedule, tile, all or a pass (%s)", it, strings.Join(compiler.PassNames(), ", "))
+			return nil, fmt.Errorf("--dump %q: want graph, dist, groups, schedule, tile, all or a pass (%s)", it, strings.Join(compiler.PassNames(), ", "))
 		}
 		if !slices.Contains(out, name) {
 			out = append(out, name)
@@ -145,4 +171,58 @@ func compileReport(g *graph.Graph, p *compiler.Program) compileJSON {
 			Stages: s.Stages, LoopOrder: s.LoopOrder, Source: s.Source})
 	}
 	return r
+}
+
+// meshOptions parses --mesh and --layout against the graph's inputs.
+func meshOptions(g *graph.Graph, meshSpec string, specs []string) (*mesh.Mesh, map[string]mesh.Layout, error) {
+	if meshSpec == "" {
+		return nil, nil, errs.New(errs.Input, "--layout needs --mesh")
+	}
+	m, err := mesh.ParseMesh(meshSpec)
+	if err != nil {
+		return nil, nil, err
+	}
+	layouts := map[string]mesh.Layout{}
+	for _, spec := range specs {
+		name, text, err := mesh.ParseAssignment(spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		v := g.Value(name)
+		if v == nil || !slices.Contains(g.Inputs, v) {
+			return nil, nil, errs.New(errs.Input, "--layout %s: graph %s has no input %%%s", spec, g.Name, name)
+		}
+		if _, dup := layouts[name]; dup {
+			return nil, nil, errs.New(errs.Input, "--layout: input %%%s is given twice", name)
+		}
+		if layouts[name], err = mesh.ParseLayout(text, v.Type.Rank()); err != nil {
+			return nil, nil, err
+		}
+	}
+	return m, layouts, nil
+}
+
+// writeDist prints a mesh compilation: the steps (segments with their schedules, collectives
+// between them) unless a dump was asked for, then the hash line; --json gets every segment's
+// schedules in step order.
+func (e *env) writeDist(out io.Writer, jsonPath string, g *graph.Graph, dp *compiler.DistProgram, steps bool) error {
+	r := compileJSON{Graph: g.Name, ScheduleHash: dp.ScheduleHash, Schedules: []scheduleJSON{}}
+	colls := 0
+	for i, st := range dp.Steps {
+		if st.Node != nil {
+			colls++
+			if steps {
+				fmt.Fprintf(out, "step %d: %%%s = %s over %s\n", i, st.Node.Output.Name, st.Node.Op, st.Node.StringAttr("axis"))
+			}
+			continue
+		}
+		if steps {
+			fmt.Fprintf(out, "step %d: segment %s\n%s", i, st.Program.Graph.Name, compiler.FormatSchedules(st.Program.Schedules))
+		}
+		part := compileReport(g, st.Program)
+		r.Kernels += part.Kernels
+		r.Schedules = append(r.Schedules, part.Schedules...)
+	}
+	fmt.Fprintf(out, "schedule-hash %s (%d kernels, %d collectives, mesh %s, %d ranks)\n", dp.ScheduleHash, r.Kernels, colls, dp.Graph.Mesh, dp.Graph.Mesh.World())
+	return e.writeJSON(jsonPath, r)
 }

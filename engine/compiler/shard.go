@@ -1,0 +1,666 @@
+package compiler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+)
+
+// The shard pass: given a mesh and the layouts of a single-device graph's inputs, it
+// propagates a layout to every value and inserts collectives, producing the one program every
+// rank runs (SPMD) on its own blocks. Because every sharded dim must divide evenly, every rank
+// infers the same local types, so one graph serves all ranks.
+//
+// Rules, per op kind (every rule first settles pending sums with all_reduce, except the
+// movement ops, which are linear and carry a pending sum through):
+//   - elementwise, cast: the output keeps the input's layout; binary ops align the operands'
+//     shardings (first operand first), `chunk` a replicated operand locally, and gather an
+//     operand sharded in a way the output cannot be.
+//   - reduce_sum/max/mean: reduce locally, then all_reduce (sum, max, avg) over the axis of
+//     every reduced dim that was sharded; equal blocks make a mean of means the mean.
+//   - matmul, batch_matmul: batch and M shardings carry to the output; N sharded on B
+//     (column-parallel) gives an output sharded by columns; K sharded (row-parallel, on either
+//     operand, the other is chunked to match) gives a pending sum over that axis, all-reduced
+//     where it is needed. Priority when two want one axis: batch, M, K, N; the loser is gathered.
+//   - softmax, log_softmax, layernorm, rmsnorm over a sharded axis: the row is made whole
+//     before the op. Choice: move the shard to another dim with all_to_all when one is free and
+//     divisible (one exchange, the rows stay whole and the op runs unchanged), else all_gather
+//     the row axis. Not a two-phase reduction (all_reduce of max, then of sum): that costs two
+//     collectives per op and changes the bits against the single-device kernel, while a whole
+//     row gives the same bits.
+//   - attention: leading (batch, head) dims and the query dim (not when causal: the mask needs
+//     absolute positions) may stay sharded, as may v's last dim; keys and the head dim are
+//     gathered.
+//   - transpose permutes the layout; reshape keeps shardings of the leading dims it does not
+//     change and gathers the rest; slice gathers the sliced dims; concat gathers its axis.
+//   - mse_loss: local mean, then all_reduce avg over each sharding axis.
+//   - graph outputs: pending sums are all-reduced; sharded dims stay sharded (DistPlan says how).
+
+// Placement says where a tensor of the rank program lives: its layout over the mesh, the whole
+// tensor's type and the block every rank holds.
+type Placement struct {
+	Name   string
+	Layout mesh.Layout
+	Global graph.Type
+	Local  graph.Type
+}
+
+// DistPlan is what the shard pass decided: the mesh and the placement of the rank program's
+// inputs and outputs, in graph order.
+type DistPlan struct {
+	Mesh    *mesh.Mesh
+	Inputs  []Placement
+	Outputs []Placement
+}
+
+// shard is the pass: a no-op without Options.Mesh.
+func shard(s *state) error {
+	if s.opts.Mesh == nil {
+		return nil
+	}
+	g, plan, err := Shard(s.g, s.opts.Mesh, s.opts.Layouts)
+	if err != nil {
+		return err
+	}
+	s.g, s.plan = g, plan
+	return nil
+}
+
+type sharder struct {
+	m     *mesh.Mesh
+	g     *graph.Graph // the rank program being built
+	cur   map[*graph.Value]*graph.Value
+	lay   map[*graph.Value]mesh.Layout // layout of each rank-program value
+	names map[string]bool
+	cache map[string]*graph.Value // redistributions already emitted, by value and target
+}
+
+// Shard rewrites the single-device graph g into one rank's program over m, given input layouts
+// by input name (absent inputs are replicated). Errors: E_INPUT for a layout naming no input
+// or a graph that already has a mesh, E_SHAPE (naming tensor, dim and axis) for a layout the
+// mesh does not divide.
+func Shard(g *graph.Graph, m *mesh.Mesh, layouts map[string]mesh.Layout) (*graph.Graph, *DistPlan, error) {
+	if g.Mesh != nil {
+		return nil, nil, errs.New(errs.Input, "graph %s already is a rank program over mesh %s; the shard pass takes a single-device graph", g.Name, g.Mesh)
+	}
+	names := mapKeys(layouts)
+	slices.Sort(names) // the error reported is always the same one
+	for _, name := range names {
+		if !slices.ContainsFunc(g.Inputs, func(v *graph.Value) bool { return v.Name == name }) {
+			return nil, nil, errs.New(errs.Input, "layout for %%%s: graph %s has no such input", name, g.Name)
+		}
+	}
+	s := &sharder{m: m, g: &graph.Graph{Name: g.Name, Mesh: m}, cur: map[*graph.Value]*graph.Value{},
+		lay: map[*graph.Value]mesh.Layout{}, names: map[string]bool{}, cache: map[string]*graph.Value{}}
+	plan := &DistPlan{Mesh: m}
+	for _, v := range g.Inputs {
+		l, ok := layouts[v.Name]
+		if !ok {
+			l = mesh.Replicated(v.Type.Rank())
+		}
+		local, err := m.LocalShape(v.Name, l, v.Type.Shape)
+		if err != nil {
+			return nil, nil, err
+		}
+		nv := &graph.Value{Name: v.Name, Type: graph.Type{DType: v.Type.DType, Shape: local}}
+		s.g.Inputs = append(s.g.Inputs, nv)
+		s.names[v.Name] = true
+		s.cur[v], s.lay[nv] = nv, l.Clone()
+		plan.Inputs = append(plan.Inputs, Placement{Name: v.Name, Layout: l.Clone(), Global: v.Type, Local: nv.Type})
+	}
+	for _, n := range g.Nodes {
+		s.names[n.Output.Name] = true
+	}
+	for _, n := range g.Nodes {
+		if err := s.node(n); err != nil {
+			return nil, nil, errs.Wrap(errs.Internal, err, "shard node %%%s (%s)", n.Output.Name, n.Op)
+		}
+	}
+	for _, o := range g.Outputs {
+		v, err := s.settled(s.cur[o])
+		if err != nil {
+			return nil, nil, err
+		}
+		s.g.Outputs = append(s.g.Outputs, v)
+		plan.Outputs = append(plan.Outputs, Placement{Name: v.Name, Layout: s.lay[v].Clone(), Global: o.Type, Local: v.Type})
+	}
+	if err := graph.Verify(s.g); err != nil {
+		return nil, nil, errs.Wrap(errs.Internal, err, "rank program of %s", g.Name)
+	}
+	return s.g, plan, nil
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// fresh returns an unused value name derived from base.
+func (s *sharder) fresh(base string) string {
+	name := base
+	for i := 2; s.names[name]; i++ {
+		name = fmt.Sprintf("%s_%d", base, i)
+	}
+	s.names[name] = true
+	return name
+}
+
+// add appends a node to the rank program, inferring its local type over the mesh.
+func (s *sharder) add(name, op string, attrs graph.Attrs, l mesh.Layout, ins ...*graph.Value) (*graph.Value, error) {
+	n := &graph.Node{Op: op, Inputs: ins, Attrs: attrs, Output: &graph.Value{Name: name}}
+	t, err := graph.InferNodeIn(n, s.m)
+	if err != nil {
+		return nil, err
+	}
+	n.Output.Type = t
+	s.g.Nodes = append(s.g.Nodes, n)
+	s.lay[n.Output] = l
+	return n.Output, nil
+}
+
+// coll emits one collective on v over axis.
+func (s *sharder) coll(v *graph.Value, op, axis string, attrs graph.Attrs, l mesh.Layout) (*graph.Value, error) {
+	a := graph.Attrs{"axis": graph.String(axis)}
+	for k, x := range attrs {
+		a[k] = x
+	}
+	return s.add(s.fresh(v.Name+"."+op+"_"+axis), op, a, l.Clone(), v)
+}
+
+// settled returns v with its pending sums all-reduced.
+func (s *sharder) settled(v *graph.Value) (*graph.Value, error) {
+	l := s.lay[v].Clone()
+	l.Partial = nil
+	return s.redistribute(v, l)
+}
+
+// redistribute returns v in layout `to`: pending sums not in `to` are all-reduced, a shard
+// that moves to another dim goes through all_to_all, other shards that differ are gathered,
+// and dims `to` shards that v holds whole are chunked locally.
+func (s *sharder) redistribute(v *graph.Value, to mesh.Layout) (*graph.Value, error) {
+	from := s.lay[v]
+	if from.Equal(to) {
+		return v, nil
+	}
+	key := v.Name + "|" + to.String()
+	if c, ok := s.cache[key]; ok {
+		return c, nil
+	}
+	global := s.m.GlobalShape(from, v.Type.Shape)
+	if err := s.m.Check(v.Name, to, global); err != nil {
+		return nil, err
+	}
+	for _, a := range to.Partial {
+		if !from.IsPartial(a) {
+			return nil, errs.New(errs.Internal, "%%%s: cannot create a pending sum over %s", v.Name, a)
+		}
+	}
+	cur, l := v, from.Clone()
+	var err error
+	for _, a := range from.Partial {
+		if !to.IsPartial(a) {
+			l.Partial = slices.DeleteFunc(l.Partial, func(p string) bool { return p == a })
+			if cur, err = s.coll(cur, "all_reduce", a, graph.Attrs{"op": graph.String("sum")}, l); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i, a := range l.Dims {
+		if a == "" || a == to.Dims[i] {
+			continue
+		}
+		if j := to.ShardedDim(a); j >= 0 && l.Dims[j] == "" {
+			l.Dims[i], l.Dims[j] = "", a
+			cur, err = s.coll(cur, "all_to_all", a, graph.Attrs{"split_dim": graph.Int(int64(j)), "concat_dim": graph.Int(int64(i))}, l)
+		} else {
+			l.Dims[i] = ""
+			cur, err = s.coll(cur, "all_gather", a, graph.Attrs{"dim": graph.Int(int64(i))}, l)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i, a := range to.Dims {
+		if a != "" && l.Dims[i] == "" {
+			l.Dims[i] = a
+			if cur, err = s.coll(cur, "chunk", a, graph.Attrs{"dim": graph.Int(int64(i))}, l); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.cache[key] = cur
+	return cur, nil
+}
+
+// axisPicker hands out mesh axes so that no axis shards two dims of one result.
+type axisPicker map[string]bool
+
+func (p axisPicker) take(axes ...string) string {
+	for _, a := range axes {
+		if a != "" && !p[a] {
+			p[a] = true
+			return a
+		}
+	}
+	return ""
+}
+
+// node shards one node of the source graph.
+func (s *sharder) node(n *graph.Node) error {
+	ins := make([]*graph.Value, len(n.Inputs))
+	for i, v := range n.Inputs {
+		ins[i] = s.cur[v]
+	}
+	var outs *graph.Value
+	var err error
+	switch n.Def().Kind {
+	case graph.KindCollective:
+		return errs.New(errs.Unsupported, "the source graph already holds collective %s; the shard pass inserts its own", n.Op)
+	case graph.KindUnary, graph.KindCast:
+		outs, err = s.same(n, ins)
+	case graph.KindBinary:
+		outs, err = s.binary(n, ins)
+	case graph.KindReduce:
+		outs, err = s.reduce(n, ins)
+	case graph.KindRowwise:
+		outs, err = s.rowwise(n, ins)
+	case graph.KindMatmul:
+		outs, err = s.matmul(n, ins)
+	case graph.KindAttention:
+		outs, err = s.attention(n, ins)
+	case graph.KindMovement:
+		outs, err = s.movement(n, ins)
+	case graph.KindLoss:
+		outs, err = s.loss(n, ins)
+	default:
+		return errs.New(errs.Unsupported, "no sharding rule for op kind of %s", n.Op)
+	}
+	if err != nil {
+		return err
+	}
+	s.cur[n.Output] = outs
+	return nil
+}
+
+// emit adds the source node with its own name and attrs over the rank inputs and checks that
+// the local type it infers is the output layout's block of the global type.
+func (s *sharder) emit(n *graph.Node, attrs graph.Attrs, l mesh.Layout, ins ...*graph.Value) (*graph.Value, error) {
+	v, err := s.add(n.Output.Name, n.Op, attrs, l, ins...)
+	if err != nil {
+		return nil, err
+	}
+	want, err := s.m.LocalShape(n.Output.Name, l, n.Output.Type.Shape)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(want, v.Type.Shape) {
+		return nil, errs.New(errs.Internal, "local %s is %s, layout %s of %s wants %v", n.Op, v.Type, l, n.Output.Type, want)
+	}
+	return v, nil
+}
+
+func (s *sharder) same(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	x, err := s.settled(ins[0])
+	if err != nil {
+		return nil, err
+	}
+	return s.emit(n, n.Attrs, s.lay[x].Clone(), x)
+}
+
+func (s *sharder) binary(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	out := n.Output.Type.Shape
+	r := len(out)
+	target := mesh.Replicated(r)
+	pick := axisPicker{}
+	globals := make([][]int, len(ins))
+	for k, v := range ins {
+		globals[k] = n.Inputs[k].Type.Shape
+		off := r - len(globals[k])
+		for i, a := range s.lay[v].Dims {
+			if a != "" && target.Dims[i+off] == "" && globals[k][i] == out[i+off] && pick.take(a) != "" {
+				target.Dims[i+off] = a
+			}
+		}
+	}
+	args := make([]*graph.Value, len(ins))
+	for k, v := range ins {
+		off := r - len(globals[k])
+		want := mesh.Replicated(len(globals[k]))
+		for i := range want.Dims {
+			if globals[k][i] == out[i+off] {
+				want.Dims[i] = target.Dims[i+off]
+			}
+		}
+		var err error
+		if args[k], err = s.redistribute(v, want); err != nil {
+			return nil, err
+		}
+	}
+	return s.emit(n, n.Attrs, target, args...)
+}
+
+var reduceColl = map[string]string{"reduce_sum": "sum", "reduce_max": "max", "reduce_mean": "avg"}
+
+func (s *sharder) reduce(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	x, err := s.settled(ins[0])
+	if err != nil {
+		return nil, err
+	}
+	l := s.lay[x]
+	axes, err := graph.ReduceAxes(n, l.Rank())
+	if err != nil {
+		return nil, err
+	}
+	var out mesh.Layout
+	out.Dims = []string{}
+	var pending []string
+	for d, a := range l.Dims {
+		switch {
+		case !slices.Contains(axes, d):
+			out.Dims = append(out.Dims, a)
+		case n.BoolAttr("keepdims"):
+			out.Dims = append(out.Dims, "")
+			fallthrough
+		default:
+			if a != "" && !slices.Contains(pending, a) {
+				pending = append(pending, a)
+			}
+		}
+	}
+	if len(pending) == 0 {
+		return s.emit(n, n.Attrs, out, x)
+	}
+	local, err := s.add(s.fresh(n.Output.Name+".local"), n.Op, n.Attrs, out, x)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range pending {
+		if local, err = s.coll(local, "all_reduce", a, graph.Attrs{"op": graph.String(reduceColl[n.Op])}, out); err != nil {
+			return nil, err
+		}
+	}
+	return local, nil
+}
+
+func (s *sharder) rowwise(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	x, err := s.settled(ins[0])
+	if err != nil {
+		return nil, err
+	}
+	l := s.lay[x].Clone()
+	global := n.Inputs[0].Type.Shape
+	last := len(global) - 1
+	row := last
+	if n.HasAttr("axis") {
+		if row, err = graph.NormAxis(int(n.IntAttr("axis")), len(global)); err != nil {
+			return nil, err
+		}
+	}
+	if a := l.Dims[row]; a != "" {
+		l.Dims[row] = ""
+		for d := range l.Dims {
+			isNorm := n.Op == "layernorm" || n.Op == "rmsnorm"
+			if d != row && l.Dims[d] == "" && global[d]%s.m.Size(a) == 0 && !(isNorm && d == last) {
+				l.Dims[d] = a
+				break
+			}
+		}
+		if x, err = s.redistribute(x, l); err != nil {
+			return nil, err
+		}
+	}
+	args := []*graph.Value{x}
+	for _, p := range ins[1:] {
+		pv, err := s.redistribute(p, mesh.Replicated(1))
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, pv)
+	}
+	return s.emit(n, n.Attrs, l, args...)
+}
+
+func (s *sharder) matmul(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	a, err := s.settled(ins[0])
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.settled(ins[1])
+	if err != nil {
+		return nil, err
+	}
+	la, lb := s.lay[a], s.lay[b]
+	r := la.Rank()
+	aM, aK, bK, bN := r-2, r-1, r-2, r-1
+	if n.BoolAttr("transpose_a") {
+		aM, aK = aK, aM
+	}
+	if n.BoolAttr("transpose_b") {
+		bK, bN = bN, bK
+	}
+	pick := axisPicker{}
+	tb := ""
+	if r == 3 {
+		tb = pick.take(la.Dims[0], lb.Dims[0])
+	}
+	tm := pick.take(la.Dims[aM])
+	tk := pick.take(la.Dims[aK], lb.Dims[bK])
+	tn := pick.take(lb.Dims[bN])
+	wa, wb, out := mesh.Replicated(r), mesh.Replicated(r), mesh.Replicated(r)
+	if r == 3 {
+		wa.Dims[0], wb.Dims[0], out.Dims[0] = tb, tb, tb
+	}
+	wa.Dims[aM], wa.Dims[aK] = tm, tk
+	wb.Dims[bK], wb.Dims[bN] = tk, tn
+	out.Dims[r-2], out.Dims[r-1] = tm, tn
+	if tk != "" {
+		out.Partial = []string{tk}
+	}
+	if a, err = s.redistribute(a, wa); err != nil {
+		return nil, err
+	}
+	if b, err = s.redistribute(b, wb); err != nil {
+		return nil, err
+	}
+	return s.emit(n, n.Attrs, out, a, b)
+}
+
+func (s *sharder) attention(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	qkv := make([]*graph.Value, 3)
+	ls := make([]mesh.Layout, 3)
+	for i := range qkv {
+		var err error
+		if qkv[i], err = s.settled(ins[i]); err != nil {
+			return nil, err
+		}
+		ls[i] = s.lay[qkv[i]]
+	}
+	r := ls[0].Rank()
+	pick := axisPicker{}
+	want := [3]mesh.Layout{mesh.Replicated(r), mesh.Replicated(r), mesh.Replicated(r)}
+	out := mesh.Replicated(r)
+	for d := range r - 2 {
+		t := pick.take(ls[0].Dims[d], ls[1].Dims[d], ls[2].Dims[d])
+		want[0].Dims[d], want[1].Dims[d], want[2].Dims[d], out.Dims[d] = t, t, t, t
+	}
+	if !n.BoolAttr("causal") {
+		t := pick.take(ls[0].Dims[r-2])
+		want[0].Dims[r-2], out.Dims[r-2] = t, t
+	}
+	t := pick.take(ls[2].Dims[r-1])
+	want[2].Dims[r-1], out.Dims[r-1] = t, t
+	for i := range qkv {
+		var err error
+		if qkv[i], err = s.redistribute(qkv[i], want[i]); err != nil {
+			return nil, err
+		}
+	}
+	return s.emit(n, n.Attrs, out, qkv...)
+}
+
+func (s *sharder) movement(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	x := ins[0]
+	l := s.lay[x].Clone()
+	global := n.Inputs[0].Type.Shape
+	switch n.Op {
+	case "transpose":
+		out := mesh.Layout{Dims: make([]string, len(l.Dims)), Partial: l.Partial}
+		for i, p := range n.IntsAttr("perm") {
+			out.Dims[i] = l.Dims[p]
+		}
+		return s.emit(n, n.Attrs, out, x)
+	case "reshape":
+		newShape := n.Output.Type.Shape
+		prefix := 0
+		for prefix < min(len(global), len(newShape)) && global[prefix] == newShape[prefix] {
+			prefix++
+		}
+		out := mesh.Layout{Dims: make([]string, len(newShape)), Partial: l.Partial}
+		for d := range l.Dims {
+			if d < prefix {
+				out.Dims[d] = l.Dims[d]
+			} else {
+				l.Dims[d] = ""
+			}
+		}
+		x, err := s.redistribute(x, l)
+		if err != nil {
+			return nil, err
+		}
+		local, err := s.m.LocalShape(n.Output.Name, out, newShape)
+		if err != nil {
+			return nil, err
+		}
+		attrs := n.Attrs.Clone()
+		attrs["shape"] = graph.Ints(toInt64s(local)...)
+		return s.emit(n, attrs, out, x)
+	case "slice":
+		starts, ends := n.IntsAttr("starts"), n.IntsAttr("ends")
+		for d := range l.Dims {
+			if starts[d] != 0 || ends[d] != global[d] {
+				l.Dims[d] = ""
+			}
+		}
+		x, err := s.redistribute(x, l)
+		if err != nil {
+			return nil, err
+		}
+		local := s.lay[x].Clone()
+		localEnds := slices.Clone(ends)
+		for d, a := range local.Dims {
+			if a != "" {
+				localEnds[d] = x.Type.Shape[d]
+			}
+		}
+		attrs := n.Attrs.Clone()
+		attrs["ends"] = graph.Ints(toInt64s(localEnds)...)
+		return s.emit(n, attrs, local, x)
+	case "concat":
+		ax, err := graph.NormAxis(int(n.IntAttr("axis")), len(global))
+		if err != nil {
+			return nil, err
+		}
+		first, err := s.settled(x)
+		if err != nil {
+			return nil, err
+		}
+		target := s.lay[first].Clone()
+		target.Dims[ax] = ""
+		args := make([]*graph.Value, len(ins))
+		for i, v := range ins {
+			if v, err = s.settled(v); err == nil {
+				args[i], err = s.redistribute(v, target)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return s.emit(n, n.Attrs, target, args...)
+	}
+	return nil, errs.New(errs.Unsupported, "no sharding rule for movement op %s", n.Op)
+}
+
+func (s *sharder) loss(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	a, err := s.settled(ins[0])
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.settled(ins[1])
+	if err != nil {
+		return nil, err
+	}
+	la, lb := s.lay[a], s.lay[b]
+	pick := axisPicker{}
+	target := mesh.Replicated(la.Rank())
+	for d := range target.Dims {
+		target.Dims[d] = pick.take(la.Dims[d], lb.Dims[d])
+	}
+	if a, err = s.redistribute(a, target); err != nil {
+		return nil, err
+	}
+	if b, err = s.redistribute(b, target); err != nil {
+		return nil, err
+	}
+	axes := target.Axes()
+	if len(axes) == 0 {
+		return s.emit(n, n.Attrs, mesh.Replicated(0), a, b)
+	}
+	v, err := s.add(s.fresh(n.Output.Name+".local"), n.Op, n.Attrs, mesh.Replicated(0), a, b)
+	for _, ax := range axes {
+		if err != nil {
+			return nil, err
+		}
+		v, err = s.coll(v, "all_reduce", ax, graph.Attrs{"op": graph.String("avg")}, mesh.Replicated(0))
+	}
+	return v, err
+}
+
+func toInt64s(xs []int) []int64 {
+	out := make([]int64, len(xs))
+	for i, x := range xs {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+// FormatDist prints every rank's program: a header with the rank's coordinates and device,
+// where each input and output block sits in the global tensor, then the program itself (the
+// same text on every rank: SPMD; only the blocks differ). It is the --dump=dist view.
+func FormatDist(p *DistPlan, g *graph.Graph) string {
+	var b strings.Builder
+	m := p.Mesh
+	text := graph.Print(g)
+	for r := range m.World() {
+		fmt.Fprintf(&b, "// ===== rank %d of %d (%s) on %s =====\n", r, m.World(), m.CoordString(r), m.Devices[r])
+		place := func(what string, ps []Placement) {
+			for _, pl := range ps {
+				fmt.Fprintf(&b, "// %s %%%s: %s of %s, layout %s, block %s\n", what, pl.Name, pl.Local, pl.Global, pl.Layout, blockString(m, pl, r))
+			}
+		}
+		place("input ", p.Inputs)
+		place("output", p.Outputs)
+		b.WriteString(text)
+	}
+	return b.String()
+}
+
+// blockString renders rank r's block as index ranges: "[0:8, 16:32]".
+func blockString(m *mesh.Mesh, pl Placement, r int) string {
+	off := m.Offset(pl.Layout, pl.Global.Shape, r)
+	parts := make([]string, len(off))
+	for d := range off {
+		parts[d] = fmt.Sprintf("%d:%d", off[d], off[d]+pl.Local.Shape[d])
+	}
+	s := "[" + strings.Join(parts, ", ") + "]"
+	if len(pl.Layout.Partial) > 0 {
+		s += " (addend of a sum over " + strings.Join(pl.Layout.Partial, ",") + ")"
+	}
+	return s
+}

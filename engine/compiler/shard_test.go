@@ -1,0 +1,166 @@
+package compiler
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+const f32 = numerics.F32
+
+func parseMesh(t *testing.T, s string) *mesh.Mesh {
+	t.Helper()
+	m, err := mesh.ParseMesh(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func layouts(t *testing.T, g *graph.Graph, kv ...string) map[string]mesh.Layout {
+	t.Helper()
+	out := map[string]mesh.Layout{}
+	for i := 0; i < len(kv); i += 2 {
+		l, err := mesh.ParseLayout(kv[i+1], g.Value(kv[i]).Type.Rank())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[kv[i]] = l
+	}
+	return out
+}
+
+func mlpGraph(t *testing.T) *graph.Graph {
+	t.Helper()
+	g, err := graph.ParseFile("../../docs/examples/mlp.tg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// opsOf lists the rank program's ops, collectives with their axis.
+func opsOf(g *graph.Graph) string {
+	var out []string
+	for _, n := range g.Nodes {
+		s := n.Op
+		if graph.IsCollective(n.Op) {
+			s += ":" + n.StringAttr("axis")
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestColumnThenRowParallelMLPAllReducesOnceBeforeTheNonlinearity(t *testing.T) {
+	g := mlpGraph(t)
+	m := parseMesh(t, "tp=2")
+	rg, plan, err := Shard(g, m, layouts(t, g, "w1", "col:tp", "w2", "row:tp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b1 is replicated, so each rank chunks its columns locally; the second matmul yields a
+	// pending sum over tp, settled by one all_reduce before softmax.
+	if got, want := opsOf(rg), "matmul chunk:tp add gelu matmul all_reduce:tp softmax cast"; got != want {
+		t.Fatalf("rank program ops\n got %s\nwant %s\n%s", got, want, graph.Print(rg))
+	}
+	if w1 := rg.Value("w1"); w1.Type.String() != "f32[8,8]" {
+		t.Fatalf("w1 local %s", w1.Type)
+	}
+	if plan.Outputs[0].Layout.String() != "[R,R]" || plan.Inputs[1].Layout.String() != "[R,S(tp)]" {
+		t.Fatalf("plan %+v", plan)
+	}
+}
+
+func TestDataParallelNeedsNoCollectiveUntilAReductionOverTheBatch(t *testing.T) {
+	g := build(t, func(b *graph.Builder) {
+		x := b.Input("x", f32, 8, 4)
+		w := b.Input("w", f32, 4, 4)
+		h := b.Op("relu", nil, b.Op("matmul", nil, x, w))
+		b.Output(h, b.Op("reduce_sum", graph.Attrs{"axes": graph.Ints(0)}, h))
+	})
+	rg, plan, err := Shard(g, parseMesh(t, "dp=4"), layouts(t, g, "x", "[S(dp),R]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := opsOf(rg); got != "matmul relu reduce_sum all_reduce:dp" {
+		t.Fatalf("ops %s", got)
+	}
+	if plan.Outputs[0].Layout.String() != "[S(dp),R]" || plan.Outputs[1].Layout.String() != "[R]" {
+		t.Fatalf("outputs %v %v", plan.Outputs[0].Layout, plan.Outputs[1].Layout)
+	}
+}
+
+func TestSoftmaxOverAShardedAxisMovesTheShardWithAllToAll(t *testing.T) {
+	g := build(t, func(b *graph.Builder) {
+		x := b.Input("x", f32, 4, 8)
+		b.Output(b.Op("softmax", nil, x))
+	})
+	rg, plan, err := Shard(g, parseMesh(t, "tp=2"), layouts(t, g, "x", "col:tp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := opsOf(rg); got != "all_to_all:tp softmax" || plan.Outputs[0].Layout.String() != "[S(tp),R]" {
+		t.Fatalf("ops %s, output %s", got, plan.Outputs[0].Layout)
+	}
+	// With no free dim to take the shard, the row is gathered instead.
+	g1 := build(t, func(b *graph.Builder) { b.Output(b.Op("softmax", nil, b.Input("x", f32, 3, 8))) })
+	rg, _, err = Shard(g1, parseMesh(t, "tp=2"), layouts(t, g1, "x", "col:tp"))
+	if err != nil || opsOf(rg) != "all_gather:tp softmax" {
+		t.Fatalf("ops %s, %v", opsOf(rg), err)
+	}
+}
+
+func TestLayoutErrorsAreCoded(t *testing.T) {
+	g := mlpGraph(t)
+	_, _, err := Shard(g, parseMesh(t, "tp=3"), layouts(t, g, "w1", "col:tp"))
+	if errs.CodeOf(err) != errs.Shape || !strings.Contains(err.Error(), "tensor w1: dim 1 (size 16) is not divisible by mesh axis tp (size 3)") {
+		t.Fatalf("got %v", err)
+	}
+	_, _, err = Shard(g, parseMesh(t, "tp=2"), map[string]mesh.Layout{"nope": mesh.Replicated(1)})
+	if errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), "%nope") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := Compile(g, Options{Mesh: parseMesh(t, "tp=2")}); errs.CodeOf(err) != errs.Input {
+		t.Fatalf("Compile with a mesh: %v", err)
+	}
+}
+
+func TestCompileDistCutsTheRankProgramAtCollectives(t *testing.T) {
+	g := mlpGraph(t)
+	m := parseMesh(t, "dp=2,tp=2")
+	opts := Options{Mesh: m, Layouts: layouts(t, g, "x", "[S(dp),R]", "w1", "col:tp", "w2", "row:tp")}
+	dp, err := CompileDist(g, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, st := range dp.Steps {
+		if st.Node != nil {
+			kinds = append(kinds, st.Node.Op)
+		} else {
+			kinds = append(kinds, "segment")
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "segment chunk segment all_reduce segment" {
+		t.Fatalf("steps %s", got)
+	}
+	again, err := CompileDist(g, opts)
+	if err != nil || again.ScheduleHash != dp.ScheduleHash {
+		t.Fatalf("hash not stable: %s vs %s (%v)", dp.ScheduleHash, again.ScheduleHash, err)
+	}
+	text := FormatDist(dp.Plan, dp.Graph)
+	for _, want := range []string{"rank 3 of 4 (dp=1,tp=1) on cpu:3", "input  %w1: f32[8,8] of f32[8,16], layout [R,S(tp)], block [0:8, 8:16]", "mesh dp=2,tp=2"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("dump lacks %q:\n%s", want, text)
+		}
+	}
+	if os.Getenv("SHOW") != "" {
+		t.Log(text)
+	}
+}
