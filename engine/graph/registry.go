@@ -86,7 +86,9 @@ func Lookup(name string) (*OpDef, bool) { d, ok := registry[name]; return d, ok 
 func Ops() []*OpDef { return opsWhere(func(d *OpDef) bool { return d.Kind != KindCollective }) }
 
 // CollectiveOps returns the ops that need a mesh (KindCollective), sorted by name.
-func CollectiveOps() []*OpDef { return opsWhere(func(d *OpDef) bool { return d.Kind == KindCollective }) }
+func CollectiveOps() []*OpDef {
+	return opsWhere(func(d *OpDef) bool { return d.Kind == KindCollective })
+}
 
 // IsCollective reports whether op is a registered mesh op.
 func IsCollective(op string) bool { d, ok := registry[op]; return ok && d.Kind == KindCollective }

@@ -58,7 +58,9 @@ func TestReductionsRunOverTheGroupAlongTheAxisOnly(t *testing.T) {
 
 func TestIntegerSumsWrapOnceAtTheDtypeWidth(t *testing.T) {
 	outs := distRun(t, "graph s {\n mesh dp=3\n input %x: int8[1]\n %a = all_reduce(%x) {axis=\"dp\"}\n output %a\n}\n",
-		func(int) map[string]*tensor.Tensor { return map[string]*tensor.Tensor{"x": tt(numerics.I8, sh(1), 100)} })
+		func(int) map[string]*tensor.Tensor {
+			return map[string]*tensor.Tensor{"x": tt(numerics.I8, sh(1), 100)}
+		})
 	if got := vals(outs[0][0])[0]; got != 300-256 {
 		t.Fatalf("3 x 100 in int8 = %v, want 44", got)
 	}
