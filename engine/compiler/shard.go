@@ -181,9 +181,7 @@ func (s *sharder) settled(v *graph.Value) (*graph.Value, error) {
 	return s.redistribute(v, l)
 }
 
-// redistribute returns v in layout `to`: pending sums not in `to` are all-reduced, a shard
-// that moves to another dim goes through all_to_all, other shards that differ are gathered,
-// and dims `to` shards that v holds whole are chunked locally.
+// redistribute returns v in layout `to`, emitting mesh.Moves' plan as collective nodes.
 func (s *sharder) redistribute(v *graph.Value, to mesh.Layout) (*graph.Value, error) {
 	from := s.lay[v]
 	if from.Equal(to) {
@@ -197,42 +195,23 @@ func (s *sharder) redistribute(v *graph.Value, to mesh.Layout) (*graph.Value, er
 	if err := s.m.Check(v.Name, to, global); err != nil {
 		return nil, err
 	}
-	for _, a := range to.Partial {
-		if !from.IsPartial(a) {
-			return nil, errs.New(errs.Internal, "%%%s: cannot create a pending sum over %s", v.Name, a)
-		}
+	moves, err := mesh.Moves(from, to)
+	if err != nil {
+		return nil, err
 	}
-	cur, l := v, from.Clone()
-	var err error
-	for _, a := range from.Partial {
-		if !to.IsPartial(a) {
-			l.Partial = slices.DeleteFunc(l.Partial, func(p string) bool { return p == a })
-			if cur, err = s.coll(cur, "all_reduce", a, graph.Attrs{"op": graph.String("sum")}, l); err != nil {
-				return nil, err
-			}
+	cur := v
+	for _, mv := range moves {
+		var attrs graph.Attrs
+		switch mv.Op {
+		case "all_reduce":
+			attrs = graph.Attrs{"op": graph.String("sum")}
+		case "all_to_all":
+			attrs = graph.Attrs{"split_dim": graph.Int(int64(mv.ToDim)), "concat_dim": graph.Int(int64(mv.Dim))}
+		default:
+			attrs = graph.Attrs{"dim": graph.Int(int64(mv.Dim))}
 		}
-	}
-	for i, a := range l.Dims {
-		if a == "" || a == to.Dims[i] {
-			continue
-		}
-		if j := to.ShardedDim(a); j >= 0 && l.Dims[j] == "" {
-			l.Dims[i], l.Dims[j] = "", a
-			cur, err = s.coll(cur, "all_to_all", a, graph.Attrs{"split_dim": graph.Int(int64(j)), "concat_dim": graph.Int(int64(i))}, l)
-		} else {
-			l.Dims[i] = ""
-			cur, err = s.coll(cur, "all_gather", a, graph.Attrs{"dim": graph.Int(int64(i))}, l)
-		}
-		if err != nil {
+		if cur, err = s.coll(cur, mv.Op, mv.Axis, attrs, mv.After); err != nil {
 			return nil, err
-		}
-	}
-	for i, a := range to.Dims {
-		if a != "" && l.Dims[i] == "" {
-			l.Dims[i] = a
-			if cur, err = s.coll(cur, "chunk", a, graph.Attrs{"dim": graph.Int(int64(i))}, l); err != nil {
-				return nil, err
-			}
 		}
 	}
 	s.cache[key] = cur

@@ -126,3 +126,33 @@ func TestParseAssignment(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+func TestMovesSettleSumsThenMoveGatherAndChunk(t *testing.T) {
+	plan := func(from, to string) string {
+		ms, err := Moves(mustLayout(t, from, 2), mustLayout(t, to, 2))
+		if err != nil {
+			return err.Error()
+		}
+		var s []string
+		for _, m := range ms {
+			s = append(s, m.Op+":"+m.Axis)
+		}
+		return strings.Join(s, " ")
+	}
+	for _, c := range [][3]string{
+		{"[R,S(tp)]", "[S(tp),R]", "all_to_all:tp"},
+		{"[R,S(tp)]", "R", "all_gather:tp"},
+		{"R", "[S(dp),S(tp)]", "chunk:dp chunk:tp"},
+		{"[R,R]+P(tp)", "R", "all_reduce:tp"},
+		{"[S(dp),R]+P(tp)", "[R,S(dp)]", "all_reduce:tp all_to_all:dp"},
+		{"[S(dp),S(tp)]", "[S(tp),S(dp)]", "all_gather:dp all_to_all:tp chunk:dp"},
+		{"[R,R]", "[R,R]", ""},
+	} {
+		if got := plan(c[0], c[1]); got != c[2] {
+			t.Errorf("%s -> %s: %q, want %q", c[0], c[1], got, c[2])
+		}
+	}
+	if _, err := Moves(Replicated(1), Layout{Dims: []string{""}, Partial: []string{"tp"}}); errs.CodeOf(err) != errs.Input {
+		t.Fatalf("creating a pending sum: %v", err)
+	}
+}
