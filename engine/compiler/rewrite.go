@@ -75,7 +75,7 @@ func replaceUses(g *graph.Graph, old, new *graph.Value) {
 // that produces a graph output stays (it becomes a copy kernel).
 func canonicalize(s *state) error {
 	for _, n := range s.g.Nodes {
-		if isOutput(s.g, n.Output) || !isNoop(n) {
+		if isOutput(s.g, n.Output) || graph.IsCollective(n.Op) || !isNoop(n) {
 			continue
 		}
 		replaceUses(s.g, n.Output, n.Inputs[0])
