@@ -217,4 +217,3 @@ func layernormGraph() (*graph.Graph, error) {
 	b.Output(b.Op("relu", nil, b.Op("layernorm", nil, x, g, bt)))
 	return b.Build()
 }
-
