@@ -34,6 +34,7 @@ var kindNames = map[graph.OpKind]string{
 	graph.KindUnary: "unary", graph.KindBinary: "binary", graph.KindCast: "cast",
 	graph.KindReduce: "reduce", graph.KindRowwise: "rowwise", graph.KindMatmul: "matmul",
 	graph.KindAttention: "attention", graph.KindMovement: "movement", graph.KindLoss: "loss",
+	graph.KindCollective: "collective",
 }
 
 func kindName(k graph.OpKind) string {
@@ -52,7 +53,8 @@ func newOpsCmd(e *env) *cobra.Command {
 		Long: `List every op the graph format accepts, from the one op registry.
 
 Attributes print as name:kind=default; a trailing '?' marks an optional attribute with no
-default, a bare name:kind a required one. -v adds a column with each op's documentation.`,
+default, a bare name:kind a required one. -v adds a column with each op's documentation.
+Collective ops (kind collective) come last: they need a mesh line (docs/graph-format.md).`,
 		Args: exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			ops := opsJSON()
@@ -80,7 +82,7 @@ default, a bare name:kind a required one. -v adds a column with each op's docume
 
 func opsJSON() []opJSON {
 	var out []opJSON
-	for _, d := range graph.Ops() {
+	for _, d := range append(graph.Ops(), graph.CollectiveOps()...) {
 		o := opJSON{Name: d.Name, Kind: kindName(d.Kind), Arity: d.Arity(), MinArgs: d.MinArgs, MaxArgs: d.MaxArgs,
 			Doc: d.Doc, DTypes: []string{}, Attrs: []attrJSON{}}
 		for _, dt := range d.DTypes {
