@@ -9,13 +9,16 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
+	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/dist/run"
+	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/ref"
@@ -216,4 +219,63 @@ func layernormGraph() (*graph.Graph, error) {
 	bt := b.Input("beta", numerics.F32, 32)
 	b.Output(b.Op("relu", nil, b.Op("layernorm", nil, x, g, bt)))
 	return b.Build()
+}
+
+// TCPWorld connects world tcp endpoints on loopback through a rendezvous store served here,
+// for running a program's ranks as goroutines over real sockets. close releases the store.
+func TCPWorld(ctx context.Context, world int, job string) (ts []dist.Transport, closeStore func(), err error) {
+	srv, err := rdzv.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	ts = make([]dist.Transport, world)
+	errsOf := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := rdzv.Dial(ctx, srv.Addr())
+			if err == nil {
+				var t *tcp.Transport
+				if t, err = tcp.Connect(ctx, tcp.Config{Rank: r, World: world, Store: st, JobID: job, ListenHost: "127.0.0.1", Timeout: 20 * time.Second}); err == nil {
+					ts[r] = t // only a connected endpoint enters the interface (never a typed nil)
+				}
+			}
+			errsOf[r] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errsOf {
+		if err != nil {
+			for _, t := range ts {
+				if t != nil {
+					t.Close()
+				}
+			}
+			srv.Close()
+			return nil, nil, err
+		}
+	}
+	return ts, func() { srv.Close() }, nil
+}
+
+// RunOver runs the case's compiled program on the given endpoints and returns every rank's
+// outputs (the inputs are the case's, as in Run).
+func (c Case) RunOver(be backend.Backend, mode dist.Mode, ts []dist.Transport) ([][]*tensor.Tensor, error) {
+	dp, err := c.Compile()
+	if err != nil {
+		return nil, err
+	}
+	in, err := harness.RandomInputs(c.Graph, c.Seed, nil)
+	if err != nil {
+		return nil, err
+	}
+	blocks, err := run.ShardInputs(dp.Plan, in)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return run.Goroutines(ctx, dp, be, dist.Options{Mode: mode, Timeout: 30 * time.Second}, ts, blocks)
 }

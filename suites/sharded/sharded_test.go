@@ -97,6 +97,26 @@ var _ = Describe("Sharded execution of catalogue graphs", Label("cpu"), func() {
 		})
 	}
 
+	It("gives the same bits over tcp ranks on loopback as over in-process ranks", func() {
+		for _, c := range cases {
+			switch c.Name {
+			case "mlp/dp-tp/dp=2,tp=2", "matmul/tp-row/tp=4", "attention/tp-heads/tp=4", "layernorm/tp-hidden/tp=4":
+			default:
+				continue
+			}
+			inproc, err := c.Run(cpu(), dist.Deterministic)
+			Expect(err).NotTo(HaveOccurred())
+			ts, closeStore, err := sharded.TCPWorld(context.Background(), len(inproc.Ranks), "sharded-"+strings.NewReplacer("/", "-", "=", "", ",", "-").Replace(c.Name))
+			Expect(err).NotTo(HaveOccurred())
+			overTCP, err := c.RunOver(cpu(), dist.Deterministic, ts)
+			closeStore()
+			Expect(err).NotTo(HaveOccurred())
+			for r := range overTCP {
+				Expect(sameBits(overTCP[r], inproc.Ranks[r])).To(BeTrue(), "%s rank %d", c.Name, r)
+			}
+		}
+	})
+
 	It("shards a tensor-parallel run of the MLP with one all_reduce after the row-parallel matmul", func() {
 		for _, c := range cases {
 			if c.Name == "mlp/tp/tp=4" {

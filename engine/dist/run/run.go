@@ -73,16 +73,24 @@ func meshMatches(dp *compiler.DistProgram, g *dtensor.Groups) bool {
 // communicators in the given mode; inputs[r] are rank r's blocks. The first failing rank's
 // error is returned and cancels the others, so no rank is left waiting on a peer.
 func Inproc(ctx context.Context, dp *compiler.DistProgram, be backend.Backend, opts dist.Options, inputs []map[string]*tensor.Tensor) ([][]*tensor.Tensor, error) {
+	if dp.Graph.Mesh == nil {
+		return nil, errs.New(errs.Input, "program %s has no mesh", dp.Graph.Name)
+	}
+	return Goroutines(ctx, dp, be, opts, dist.NewInproc(dp.Graph.Mesh.World()), inputs)
+}
+
+// Goroutines is Inproc over given transport endpoints (ts[r] is rank r's, any transport: tcp
+// endpoints on loopback run the same program over sockets). It closes the endpoints.
+func Goroutines(ctx context.Context, dp *compiler.DistProgram, be backend.Backend, opts dist.Options, ts []dist.Transport, inputs []map[string]*tensor.Tensor) ([][]*tensor.Tensor, error) {
 	m := dp.Graph.Mesh
 	if m == nil {
 		return nil, errs.New(errs.Input, "program %s has no mesh", dp.Graph.Name)
 	}
-	if len(inputs) != m.World() {
-		return nil, errs.New(errs.Input, "program %s runs on %d ranks, got inputs for %d", dp.Graph.Name, m.World(), len(inputs))
+	if len(inputs) != m.World() || len(ts) != m.World() {
+		return nil, errs.New(errs.Input, "program %s runs on %d ranks, got inputs for %d and %d endpoints", dp.Graph.Name, m.World(), len(inputs), len(ts))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ts := dist.NewInproc(m.World())
 	outs := make([][]*tensor.Tensor, m.World())
 	errsOf := make([]error, m.World())
 	var wg sync.WaitGroup
