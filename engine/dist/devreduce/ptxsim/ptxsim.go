@@ -21,6 +21,13 @@ import (
 	"github.com/x448/float16"
 )
 
+// Mem is a device address space: Bytes returns the size bytes at addr, or why the access is
+// invalid (unmapped, out of bounds, misaligned). Memory is the simple one; a simulated device
+// with its own allocations provides another.
+type Mem interface {
+	Bytes(addr uint64, size int) ([]byte, error)
+}
+
 // Memory is a flat device address space of mapped host buffers.
 type Memory struct {
 	regions []region // sorted by base
@@ -44,7 +51,8 @@ func (m *Memory) Map(data []byte) uint64 {
 	return base
 }
 
-func (m *Memory) find(addr uint64, size int) ([]byte, error) {
+// Bytes implements Mem.
+func (m *Memory) Bytes(addr uint64, size int) ([]byte, error) {
 	i := sort.Search(len(m.regions), func(i int) bool { return m.regions[i].base > addr }) - 1
 	if i < 0 {
 		return nil, fmt.Errorf("address 0x%x is not in any mapped buffer", addr)
@@ -206,7 +214,7 @@ func parseOperand(regs map[string]int, a string) (operand, error) {
 
 // Run executes the kernel on a grid of grid blocks of threads threads with args in parameter
 // order. It returns the first fault (bad access, unknown instruction, runaway loop).
-func (k *Kernel) Run(mem *Memory, grid, threads int, args []uint64) error {
+func (k *Kernel) Run(mem Mem, grid, threads int, args []uint64) error {
 	if len(args) != len(k.Params) {
 		return fmt.Errorf("%s: %d arguments for %d parameters", k.Entry, len(args), len(k.Params))
 	}
@@ -230,7 +238,7 @@ func (k *Kernel) Run(mem *Memory, grid, threads int, args []uint64) error {
 
 type thread struct {
 	k       *Kernel
-	mem     *Memory
+	mem     Mem
 	params  map[string]uint64
 	special map[string]uint64
 	regs    []uint64
@@ -430,7 +438,7 @@ func (th *thread) access(in *instr) error {
 	if m.kind != oMem {
 		return fmt.Errorf("address operand is not [register]")
 	}
-	b, err := th.mem.find(th.regs[m.reg], size)
+	b, err := th.mem.Bytes(th.regs[m.reg], size)
 	if err != nil {
 		return err
 	}
