@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/dist/internal/simgpu"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
-// The DeviceComm protocol on simulated devices (simdev_test.go): ranks are goroutines, the
+// The DeviceComm protocol on simulated devices (engine/dist/internal/simgpu): ranks are goroutines, the
 // control plane is inproc, every collective's bits are compared with engine/dist's host
 // communicator on the same inputs, and the simulated node reports any CUDA rule broken
 // (a block freed while mapped, an event destroyed while held, a leak).
@@ -168,13 +169,13 @@ func deviceRun(ctx context.Context, dc *DeviceComm, cc collCase, send []byte, re
 // world runs fn on n simulated ranks with DeviceComms and checks the node afterwards.
 func world(t *testing.T, n int, delay time.Duration, opts Options, fn func(dc *DeviceComm) error) []error {
 	t.Helper()
-	w := newSimWorld(delay)
+	w := simgpu.NewNode(delay)
 	ts := dist.NewInproc(n)
 	out := make([]error, n)
 	var wg sync.WaitGroup
-	devs := make([]*simDev, n)
+	devs := make([]*simgpu.Device, n)
 	for r := range n {
-		devs[r] = w.device(r, uint64(n))
+		devs[r] = w.NewDevice(r, uint64(n))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -194,12 +195,12 @@ func world(t *testing.T, n int, delay time.Duration, opts Options, fn func(dc *D
 	}
 	wg.Wait()
 	for _, d := range devs {
-		d.stop()
+		d.Stop()
 	}
 	if v := w.Violations(); len(v) > 0 {
 		t.Errorf("world of %d broke CUDA rules: %s", n, strings.Join(v, "; "))
 	}
-	if l := w.live(); len(l) > 0 && allNil(out) {
+	if l := w.Live(); len(l) > 0 && allNil(out) {
 		t.Errorf("world of %d leaked: %s", n, strings.Join(l, "; "))
 	}
 	return out
@@ -515,3 +516,5 @@ func TestBuffersReusableRightAfterReturn(t *testing.T) {
 		}
 	}
 }
+
+var _ Device = (*simgpu.Device)(nil)

@@ -1,4 +1,7 @@
-package cudaipc
+// Package simgpu is a simulated node of CUDA devices for the device transports' tests
+// (engine/dist/cudaipc, engine/dist/nccl): ranks are goroutines standing for processes, and
+// each has a Device with an asynchronous stream, events and CUDA IPC.
+package simgpu
 
 import (
 	"context"
@@ -15,7 +18,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
-// simWorld is a simulated node: one address space shared by every simulated process (rank),
+// Node is a simulated node: one address space shared by every simulated process (rank),
 // with CUDA's IPC rules enforced. Each rank's device has an asynchronous stream (a goroutine
 // running queued work after random delays), events with CUDA's capture semantics
 // (cuStreamWaitEvent waits for the record current at the time of the call), and IPC
@@ -23,11 +26,11 @@ import (
 // block a peer still maps, destroying an event a peer still holds, overlapping copies) is
 // recorded as a violation. A missing fence shows as wrong bits or, under -race, as a data race
 // between two ranks' streams.
-type simWorld struct {
+type Node struct {
 	mu         sync.Mutex
-	regions    []*simRegion // sorted by base
+	regions    []*region // sorted by base
 	next       uint64
-	events     map[cuda.Event]*simEventRef
+	events     map[cuda.Event]*eventRef
 	nextEvent  cuda.Event
 	violations []string
 	maxDelay   time.Duration
@@ -35,17 +38,17 @@ type simWorld struct {
 	launches   int
 }
 
-type simRegion struct {
+type region struct {
 	base    uint64
 	data    []byte
 	rank    int
-	alias   *simRegion // for an IPC mapping: the exporter's region
+	alias   *region // for an IPC mapping: the exporter's region
 	aliases int        // open mappings of this region
 	gone    bool
 	nonce   uint64
 }
 
-type simEvent struct {
+type event struct {
 	mu                  sync.Mutex
 	cond                *sync.Cond
 	recorded, completed uint64
@@ -55,30 +58,32 @@ type simEvent struct {
 	destroyed           bool
 }
 
-type simEventRef struct {
-	ev       *simEvent
+type eventRef struct {
+	ev       *event
 	rank     int // the process holding this handle
 	imported bool
 }
 
-func newSimWorld(maxDelay time.Duration) *simWorld {
-	return &simWorld{next: 0x7f0000000000, events: map[cuda.Event]*simEventRef{}, nextEvent: 0x1000, maxDelay: maxDelay}
+// NewNode returns an empty node; every stream operation waits a random time up to maxDelay
+// before it runs (0: none), which reorders the ranks' device work.
+func NewNode(maxDelay time.Duration) *Node {
+	return &Node{next: 0x7f0000000000, events: map[cuda.Event]*eventRef{}, nextEvent: 0x1000, maxDelay: maxDelay}
 }
 
-func (w *simWorld) violate(format string, args ...any) {
+func (w *Node) violate(format string, args ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.violations = append(w.violations, fmt.Sprintf(format, args...))
 }
 
-func (w *simWorld) Violations() []string {
+func (w *Node) Violations() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.violations...)
 }
 
 // live lists regions not yet freed or closed (a leak check).
-func (w *simWorld) live() []string {
+func (w *Node) Live() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
@@ -95,7 +100,7 @@ func (w *simWorld) live() []string {
 	return out
 }
 
-func (w *simWorld) addRegion(r *simRegion) uint64 {
+func (w *Node) addRegion(r *region) uint64 {
 	r.base = w.next
 	w.next += (uint64(len(r.data)) + 1<<16 + 255) &^ 255
 	w.regions = append(w.regions, r)
@@ -104,7 +109,7 @@ func (w *simWorld) addRegion(r *simRegion) uint64 {
 }
 
 // Bytes implements ptxsim.Mem over the whole node (rank checks are the devices' job).
-func (w *simWorld) Bytes(addr uint64, size int) ([]byte, error) {
+func (w *Node) Bytes(addr uint64, size int) ([]byte, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	i := sort.Search(len(w.regions), func(i int) bool { return w.regions[i].base > addr }) - 1
@@ -125,9 +130,9 @@ func (w *simWorld) Bytes(addr uint64, size int) ([]byte, error) {
 	return r.data[off : off+uint64(size)], nil
 }
 
-// simDev is one rank's simulated GPU.
-type simDev struct {
-	w    *simWorld
+// Device is one rank's simulated GPU.
+type Device struct {
+	w    *Node
 	rank int
 
 	work chan func() error
@@ -138,15 +143,14 @@ type simDev struct {
 	opened map[uint64]bool // exporter bases this process has mapped
 }
 
-var _ Device = (*simDev)(nil)
 
-func (w *simWorld) device(rank int, seed uint64) *simDev {
-	d := &simDev{w: w, rank: rank, work: make(chan func() error, 1<<16), rng: rand.New(rand.NewPCG(seed, uint64(rank))), opened: map[uint64]bool{}}
+func (w *Node) NewDevice(rank int, seed uint64) *Device {
+	d := &Device{w: w, rank: rank, work: make(chan func() error, 1<<16), rng: rand.New(rand.NewPCG(seed, uint64(rank))), opened: map[uint64]bool{}}
 	go d.stream()
 	return d
 }
 
-func (d *simDev) stream() {
+func (d *Device) stream() {
 	for f := range d.work {
 		d.mu.Lock()
 		failed := d.err != nil
@@ -171,15 +175,32 @@ func (d *simDev) stream() {
 	}
 }
 
-func (d *simDev) stop() { close(d.work) }
+// Stop ends the device's stream goroutine (after the test).
+func (d *Device) Stop() { close(d.work) }
 
-func (d *simDev) fault() error {
+// Rank is the simulated process this device belongs to.
+func (d *Device) Rank() int { return d.rank }
+
+// Enqueue appends f to the stream: it runs after everything enqueued before it. An error
+// from f is a sticky device fault, as a kernel fault is.
+func (d *Device) Enqueue(f func() error) error { return d.enqueue(f) }
+
+// Do runs f now, on the calling goroutine (a real device runs it on its owner thread).
+func (d *Device) Do(f func() error) error { return f() }
+
+// Stream is a stand-in stream handle.
+func (d *Device) Stream() uintptr { return uintptr(0x5000 + d.rank) }
+
+// Node is the node the device belongs to (its address space).
+func (d *Device) Node() *Node { return d.w }
+
+func (d *Device) fault() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.err
 }
 
-func (d *simDev) enqueue(f func() error) error {
+func (d *Device) enqueue(f func() error) error {
 	if err := d.fault(); err != nil {
 		return err
 	}
@@ -187,14 +208,14 @@ func (d *simDev) enqueue(f func() error) error {
 	return nil
 }
 
-func (d *simDev) Info() cuda.DeviceInfo {
+func (d *Device) Info() cuda.DeviceInfo {
 	return cuda.DeviceInfo{Name: "simulated", SMs: 2, CCMajor: 9, MaxThreads: 1024}
 }
 
-func (d *simDev) Alloc(n int) (uint64, error) {
+func (d *Device) Alloc(n int) (uint64, error) {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
-	r := &simRegion{data: make([]byte, max(n, 1)), rank: d.rank, nonce: rand.Uint64()}
+	r := &region{data: make([]byte, max(n, 1)), rank: d.rank, nonce: rand.Uint64()}
 	for i := range r.data {
 		r.data[i] = 0xFF // poison: a byte nobody wrote reads as NaN / -1
 	}
@@ -202,7 +223,7 @@ func (d *simDev) Alloc(n int) (uint64, error) {
 	return d.w.addRegion(r), nil
 }
 
-func (d *simDev) region(p uint64) *simRegion {
+func (d *Device) region(p uint64) *region {
 	for _, r := range d.w.regions {
 		if r.base == p && !r.gone {
 			return r
@@ -211,7 +232,7 @@ func (d *simDev) region(p uint64) *simRegion {
 	return nil
 }
 
-func (d *simDev) Free(p uint64) error {
+func (d *Device) Free(p uint64) error {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	r := d.region(p)
@@ -225,7 +246,7 @@ func (d *simDev) Free(p uint64) error {
 	return nil
 }
 
-func (d *simDev) CopyAsync(dst, src uint64, n int) error {
+func (d *Device) CopyAsync(dst, src uint64, n int) error {
 	if n == 0 {
 		return nil
 	}
@@ -256,7 +277,7 @@ func overlapping(a, b []byte) bool {
 
 func addrOf(p *byte) uintptr { return uintptr(unsafe.Pointer(p)) }
 
-func (d *simDev) sync(ctx context.Context) error {
+func (d *Device) sync(ctx context.Context) error {
 	done := make(chan struct{})
 	if err := d.enqueue(func() error { close(done); return nil }); err != nil {
 		return err
@@ -272,7 +293,7 @@ func (d *simDev) sync(ctx context.Context) error {
 	}
 }
 
-func (d *simDev) Upload(ctx context.Context, dst uint64, src []byte) error {
+func (d *Device) Upload(ctx context.Context, dst uint64, src []byte) error {
 	c := append([]byte(nil), src...)
 	if err := d.enqueue(func() error {
 		to, err := d.w.Bytes(dst, len(c))
@@ -287,7 +308,7 @@ func (d *simDev) Upload(ctx context.Context, dst uint64, src []byte) error {
 	return d.sync(ctx)
 }
 
-func (d *simDev) Download(ctx context.Context, dst []byte, src uint64) error {
+func (d *Device) Download(ctx context.Context, dst []byte, src uint64) error {
 	var got []byte
 	if err := d.enqueue(func() error {
 		from, err := d.w.Bytes(src, len(dst))
@@ -306,7 +327,7 @@ func (d *simDev) Download(ctx context.Context, dst []byte, src uint64) error {
 	return nil
 }
 
-func (d *simDev) Launch(ptx, entry string, grid, threads int, args []uint64) error {
+func (d *Device) Launch(ptx, entry string, grid, threads int, args []uint64) error {
 	k, ok := d.w.kernels.Load(ptx)
 	if !ok {
 		kern, err := ptxsim.Parse(ptx)
@@ -326,14 +347,14 @@ func (d *simDev) Launch(ptx, entry string, grid, threads int, args []uint64) err
 	return d.enqueue(func() error { return kern.Run(d.w, min(grid, 2), min(threads, 8), args) })
 }
 
-func (d *simDev) newEventID(ev *simEvent, imported bool) cuda.Event {
+func (d *Device) newEventID(ev *event, imported bool) cuda.Event {
 	d.w.nextEvent++
 	id := d.w.nextEvent
-	d.w.events[id] = &simEventRef{ev: ev, rank: d.rank, imported: imported}
+	d.w.events[id] = &eventRef{ev: ev, rank: d.rank, imported: imported}
 	return id
 }
 
-func (d *simDev) event(e cuda.Event) (*simEventRef, error) {
+func (d *Device) event(e cuda.Event) (*eventRef, error) {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	r, ok := d.w.events[e]
@@ -343,15 +364,15 @@ func (d *simDev) event(e cuda.Event) (*simEventRef, error) {
 	return r, nil
 }
 
-func (d *simDev) NewEvent(ipc bool) (cuda.Event, error) {
-	ev := &simEvent{ipc: ipc, rank: d.rank}
+func (d *Device) NewEvent(ipc bool) (cuda.Event, error) {
+	ev := &event{ipc: ipc, rank: d.rank}
 	ev.cond = sync.NewCond(&ev.mu)
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	return d.newEventID(ev, false), nil
 }
 
-func (d *simDev) DestroyEvent(e cuda.Event) error {
+func (d *Device) DestroyEvent(e cuda.Event) error {
 	r, err := d.event(e)
 	if err != nil {
 		return err
@@ -370,7 +391,7 @@ func (d *simDev) DestroyEvent(e cuda.Event) error {
 	return nil
 }
 
-func (d *simDev) Record(e cuda.Event) error {
+func (d *Device) Record(e cuda.Event) error {
 	r, err := d.event(e)
 	if err != nil {
 		return err
@@ -395,7 +416,7 @@ func (d *simDev) Record(e cuda.Event) error {
 }
 
 // WaitEvent captures the record current now, as cuStreamWaitEvent does.
-func (d *simDev) WaitEvent(e cuda.Event) error {
+func (d *Device) WaitEvent(e cuda.Event) error {
 	r, err := d.event(e)
 	if err != nil {
 		return err
@@ -429,7 +450,7 @@ func (d *simDev) WaitEvent(e cuda.Event) error {
 	})
 }
 
-func (d *simDev) Done(e cuda.Event) (bool, error) {
+func (d *Device) Done(e cuda.Event) (bool, error) {
 	r, err := d.event(e)
 	if err != nil {
 		return false, err
@@ -442,7 +463,7 @@ func (d *simDev) Done(e cuda.Event) (bool, error) {
 	return r.ev.completed >= r.ev.recorded, nil
 }
 
-func (d *simDev) WaitDone(ctx context.Context, e cuda.Event, what string) error {
+func (d *Device) WaitDone(ctx context.Context, e cuda.Event, what string) error {
 	for {
 		ok, err := d.Done(e)
 		if err != nil || ok {
@@ -456,9 +477,9 @@ func (d *simDev) WaitDone(ctx context.Context, e cuda.Event, what string) error 
 	}
 }
 
-func (d *simDev) Elapsed(start, end cuda.Event) (float64, error) { return 0, nil }
+func (d *Device) Elapsed(start, end cuda.Event) (float64, error) { return 0, nil }
 
-func (d *simDev) ExportMem(p uint64) (cuda.IPCMemHandle, error) {
+func (d *Device) ExportMem(p uint64) (cuda.IPCMemHandle, error) {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	r := d.region(p)
@@ -471,7 +492,7 @@ func (d *simDev) ExportMem(p uint64) (cuda.IPCMemHandle, error) {
 	return h, nil
 }
 
-func (d *simDev) ImportMem(h cuda.IPCMemHandle) (uint64, error) {
+func (d *Device) ImportMem(h cuda.IPCMemHandle) (uint64, error) {
 	base, nonce := binary.LittleEndian.Uint64(h.Reserved[0:]), binary.LittleEndian.Uint64(h.Reserved[8:])
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
@@ -486,10 +507,10 @@ func (d *simDev) ImportMem(h cuda.IPCMemHandle) (uint64, error) {
 	}
 	d.opened[base] = true
 	r.aliases++
-	return d.w.addRegion(&simRegion{data: r.data, rank: d.rank, alias: r}), nil
+	return d.w.addRegion(&region{data: r.data, rank: d.rank, alias: r}), nil
 }
 
-func (d *simDev) CloseMem(p uint64) error {
+func (d *Device) CloseMem(p uint64) error {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	r := d.region(p)
@@ -502,7 +523,7 @@ func (d *simDev) CloseMem(p uint64) error {
 	return nil
 }
 
-func (d *simDev) ExportEvent(e cuda.Event) (cuda.IPCEventHandle, error) {
+func (d *Device) ExportEvent(e cuda.Event) (cuda.IPCEventHandle, error) {
 	r, err := d.event(e)
 	if err != nil {
 		return cuda.IPCEventHandle{}, err
@@ -515,7 +536,7 @@ func (d *simDev) ExportEvent(e cuda.Event) (cuda.IPCEventHandle, error) {
 	return h, nil
 }
 
-func (d *simDev) ImportEvent(h cuda.IPCEventHandle) (cuda.Event, error) {
+func (d *Device) ImportEvent(h cuda.IPCEventHandle) (cuda.Event, error) {
 	id := cuda.Event(binary.LittleEndian.Uint64(h.Reserved[:]))
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
