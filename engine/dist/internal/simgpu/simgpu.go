@@ -43,7 +43,7 @@ type region struct {
 	data    []byte
 	rank    int
 	alias   *region // for an IPC mapping: the exporter's region
-	aliases int        // open mappings of this region
+	aliases int     // open mappings of this region
 	gone    bool
 	nonce   uint64
 }
@@ -142,7 +142,6 @@ type Device struct {
 
 	opened map[uint64]bool // exporter bases this process has mapped
 }
-
 
 func (w *Node) NewDevice(rank int, seed uint64) *Device {
 	d := &Device{w: w, rank: rank, work: make(chan func() error, 1<<16), rng: rand.New(rand.NewPCG(seed, uint64(rank))), opened: map[uint64]bool{}}
