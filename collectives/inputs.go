@@ -19,8 +19,10 @@ import (
 // of additions matter and exercises exact mode. Ints are uniform in ±[1, 100] (int8: sums
 // over 8 ranks wrap, which the reference reproduces) or ±[1, 2^20] (int32).
 type gen struct {
-	dt   numerics.DType
-	base uint64
+	dt     numerics.DType
+	base   uint64
+	mb     uint // stored significand bits of a float dtype
+	spread bool // f32, f64: one element in 16 spread over 2^±20
 }
 
 // splitStream is the stream of split contribution k (rank streams are 0..n-1).
@@ -28,7 +30,8 @@ func splitStream(k int) uint64 { return 1<<32 + uint64(k) }
 
 func newGen(seed uint64, c Case) gen {
 	h := sha256.Sum256([]byte("tessera.collectives.inputs.v1|" + c.Name()))
-	return gen{dt: c.DType, base: seed ^ binary.LittleEndian.Uint64(h[:8])}
+	return gen{dt: c.DType, base: seed ^ binary.LittleEndian.Uint64(h[:8]), mb: mantBits[c.DType],
+		spread: c.DType == numerics.F32 || c.DType == numerics.F64}
 }
 
 // mix is splitmix64's finalizer.
@@ -38,6 +41,16 @@ func mix(z uint64) uint64 {
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
 }
+
+// pow2[pow2Zero+k] is 2^k for k in [-64, 63].
+const pow2Zero = 64
+
+var pow2 = func() (t [128]float64) {
+	for k := range t {
+		t[k] = math.Ldexp(1, k-pow2Zero)
+	}
+	return t
+}()
 
 // mantBits is the stored significand width of each float dtype.
 var mantBits = map[numerics.DType]uint{numerics.F64: 52, numerics.F32: 23, numerics.F16: 10, numerics.BF16: 7,
@@ -60,15 +73,21 @@ func (g gen) bits(s uint64, i int) uint64 {
 		}
 		return uint64(uint32(int32(v)))
 	}
-	mb := mantBits[g.dt]
-	frac := 1 + float64(h>>12&(1<<mb-1))/float64(uint64(1)<<mb)
+	// 1+m with m < 1 on mb bits, times 2^e: exact in every float dtype that stores mb bits.
+	frac := 1 + float64(h>>12&(1<<g.mb-1))*pow2[pow2Zero-int(g.mb)]
 	e := int(h>>4&3) - 2
-	if (g.dt == numerics.F32 || g.dt == numerics.F64) && i%16 == 15 {
+	if g.spread && i%16 == 15 {
 		e += int((s*13+uint64(i))%40) - 20
 	}
-	v := math.Ldexp(frac, e)
+	v := frac * pow2[pow2Zero+e]
 	if h&1 != 0 {
 		v = -v
+	}
+	switch g.dt {
+	case numerics.F64:
+		return math.Float64bits(v)
+	case numerics.F32:
+		return uint64(math.Float32bits(float32(v)))
 	}
 	return numerics.Encode(g.dt, v)
 }

@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"math"
-	"math/big"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -98,12 +97,13 @@ func (v *verifier) wrong(r int, out []byte) int64 {
 	return bad
 }
 
-// wrongSplit counts the wrong elements of an exact-mode all_reduce over k split
-// contributions.
-func (v *verifier) wrongSplit(k int, out []byte) int64 {
+// wrongSplit counts the wrong elements among [lo, hi) of an exact-mode all_reduce over k
+// split contributions. Each rank checks its own share; that every rank holds the same bits is
+// checked on the digests (buildRow), so together every element of every rank is judged once.
+func (v *verifier) wrongSplit(k int, out []byte, lo, hi int) int64 {
 	sz := v.c.DType.Size()
 	var bad int64
-	for i := 0; i < len(out)/sz; i++ {
+	for i := lo; i < hi && i < len(out)/sz; i++ {
 		v.vals = v.vals[:0]
 		for j := range k {
 			v.vals = append(v.vals, v.g.value(splitStream(j), i))
@@ -194,89 +194,100 @@ func (v *verifier) reduced(vals []float64, got uint64) bool {
 }
 
 // RoundSum is the correctly rounded (to nearest, ties to even) sum of vals in dtype dt, as a
-// bit pattern: the value exact mode must return. vals are finite values of dt. A zero sum is
-// +0 (the inputs here are never zero). Most sums are exact in float64 and rounded once; the
-// rest are summed exactly with math/big.
+// bit pattern: the value exact mode must return. vals are finite values of dt whose sum is in
+// dt's range. A zero sum is +0 (the inputs here are never zero).
+//
+// Method: Shewchuk's non-overlapping partials hold the exact sum; Python's fsum rounding
+// turns them into the correctly rounded float64 r. For a narrower dt, rounding r again is
+// wrong only when r falls exactly on a midpoint between two dt values (every such midpoint is
+// a float64, so no other double rounding can happen); then the sign of the exact residual
+// (sum - r) decides. The tests check it against math/big.
 func RoundSum(dt numerics.DType, vals []float64) uint64 {
-	// Shewchuk's partials (as in Python's math.fsum): non-overlapping float64s whose exact
-	// sum is the exact sum of vals.
-	var buf [8]float64
-	partials := buf[:0]
+	var buf [16]float64
+	partials := msum(buf[:0], vals)
+	if len(partials) <= 1 {
+		var s float64
+		if len(partials) == 1 {
+			s = partials[0]
+		}
+		// The sum is a float64 exactly: one rounding to dt is the correct one.
+		return numerics.Encode(dt, s+0) // +0 turns -0 into +0
+	}
+	r := fsumRound(partials)
+	if dt == numerics.F64 {
+		return numerics.Encode(dt, r+0)
+	}
+	tz := numerics.EncodeMode(dt, r, numerics.RoundTowardZero)
+	lo := numerics.Decode(dt, tz)
+	if lo == r {
+		return tz
+	}
+	away := tz + 1 // sign-magnitude: the next magnitude, away from zero
+	if mid := (lo + numerics.Decode(dt, away)) / 2; r != mid {
+		return numerics.Encode(dt, r)
+	}
+	var buf2 [17]float64
+	res := msum(buf2[:0], append(partials, -r))
+	// The largest non-zero partial of a non-overlapping expansion carries its sign (msum may
+	// leave a zero on top).
+	top := 0.0
+	for k := len(res) - 1; k >= 0 && top == 0; k-- {
+		top = res[k]
+	}
+	switch {
+	case top == 0:
+		return numerics.Encode(dt, r) // an exact tie: nearest even
+	case (top > 0) == (r > 0):
+		return away
+	}
+	return tz
+}
+
+// msum appends to dst Shewchuk's partials of vals: non-overlapping float64s, increasing in
+// magnitude, whose exact sum is the exact sum of vals (the first half of Python's fsum).
+func msum(dst, vals []float64) []float64 {
 	for _, x := range vals {
 		j := 0
-		for _, y := range partials {
+		for _, y := range dst {
 			if math.Abs(x) < math.Abs(y) {
 				x, y = y, x
 			}
 			hi := x + y
 			lo := y - (hi - x)
 			if lo != 0 {
-				partials[j] = lo
+				dst[j] = lo
 				j++
 			}
 			x = hi
 		}
-		partials = append(partials[:j], x)
+		dst = append(dst[:j], x)
 	}
-	switch len(partials) {
-	case 0:
-		return numerics.Encode(dt, 0)
-	case 1:
-		// The sum is a float64 exactly: one rounding to dt is the correct one.
-		return numerics.Encode(dt, partials[0]+0) // +0 turns -0 into +0
-	}
-	s := new(big.Float).SetPrec(4096)
-	for _, p := range partials {
-		s.Add(s, new(big.Float).SetFloat64(p))
-	}
-	return roundBig(dt, s)
+	return dst
 }
 
-// floatFormat: significand width p (with the hidden bit) and the exponent of the smallest
-// subnormal.
-var floatFormat = map[numerics.DType]struct{ p, uMin int }{
-	numerics.F64: {53, -1074}, numerics.F32: {24, -149}, numerics.F16: {11, -24}, numerics.BF16: {8, -133},
-	numerics.F8E4M3: {4, -9}, numerics.F8E5M2: {3, -16},
-}
-
-// roundBig rounds an exact value to dt, nearest even, subnormals included; beyond the range
-// it defers to numerics.Encode (infinity or saturation, as every engine cast does).
-func roundBig(dt numerics.DType, x *big.Float) uint64 {
-	if x.Sign() == 0 {
-		return numerics.Encode(dt, 0)
-	}
-	switch dt {
-	case numerics.F64:
-		f, _ := x.Float64()
-		return numerics.Encode(dt, f)
-	case numerics.F32:
-		f, _ := x.Float32()
-		return numerics.Encode(dt, float64(f))
-	}
-	ff := floatFormat[dt]
-	minNormal := ff.uMin + ff.p - 1 // 2^minNormal is the smallest normal
-	if exp := x.MantExp(nil); exp-1 >= minNormal {
-		r := new(big.Float).SetMode(big.ToNearestEven).SetPrec(uint(ff.p)).Set(x)
-		f, _ := r.Float64()
-		return numerics.Encode(dt, f)
-	}
-	// Subnormal: round x / 2^uMin to an integer, ties to even.
-	s := new(big.Float).SetPrec(x.Prec()+64).SetMantExp(x, -ff.uMin)
-	neg := s.Sign() < 0
-	s.Abs(s)
-	k, _ := s.Int(nil)
-	frac := new(big.Float).SetPrec(s.Prec()).Sub(s, new(big.Float).SetInt(k))
-	switch frac.Cmp(big.NewFloat(0.5)) {
-	case 1:
-		k.Add(k, big.NewInt(1))
-	case 0:
-		if k.Bit(0) == 1 {
-			k.Add(k, big.NewInt(1))
+// fsumRound is the float64 nearest to the exact sum of partials (ties to even): fsum's
+// second half, summing from the top and correcting a half-way case with the next partial.
+func fsumRound(p []float64) float64 {
+	n := len(p)
+	hi, lo := p[n-1], 0.0
+	i := n - 1
+	for i > 0 {
+		x := hi
+		i--
+		y := p[i]
+		hi = x + y
+		yr := hi - x
+		lo = y - yr
+		if lo != 0 {
+			break
 		}
 	}
-	f := math.Ldexp(float64(k.Int64()), ff.uMin)
-	if neg {
-		f = -f
+	if i > 0 && ((lo < 0 && p[i-1] < 0) || (lo > 0 && p[i-1] > 0)) {
+		y := lo * 2
+		x := hi + y
+		if yr := x - hi; y == yr {
+			hi = x
+		}
 	}
-	return numerics.Encode(dt, f)
+	return hi
 }

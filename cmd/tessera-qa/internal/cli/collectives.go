@@ -1,0 +1,279 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/tessera-qa/tessera-qa/collectives"
+	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+)
+
+func init() { registerVerb(newCollectivesCmd) }
+
+// collectivesExe is the program a tcp run starts as its ranks: this tessera-qa binary (tests
+// that run the CLI in-process point it at a built one).
+var collectivesExe = os.Executable
+
+func newCollectivesCmd(e *env) *cobra.Command {
+	var (
+		ops, redops, dtypes     []string
+		counts                  []int
+		transport, np, mode, vs string
+		minBytes, maxBytes      string
+		factor, root            int
+		jsonPath, mismatch      string
+		o                       collectives.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "collectives [--ops all_reduce,...] [--transport inproc|tcp|cuda|nccl] [--np N] [-b MIN -e MAX -f FACTOR]",
+		Short: "Check the engine's collectives as nccl-tests does: #wrong, digests, time, algbw and busbw",
+		Long: `For every op x reduction x dtype x count, on a world of --np ranks over --transport in
+--mode, call the collective out of place and in place on inputs seeded per (rank, case), count
+the elements that differ from the global answer computed in float64 from every rank's inputs
+(#wrong: bit-exact for data movement, ints, max and min, and for exact-mode sums against the
+correctly rounded value; float sums within the dtype's tolerance scaled by the world size),
+digest every rank's output, then time --warmup + --iters calls (time per call, algbw =
+size/time, busbw with nccl-tests' factors: all_reduce 2(n-1)/n, all_gather, reduce_scatter and
+all_to_all (n-1)/n, broadcast 1).
+
+Counts: --counts (default 0, 1 and primes) plus sizes from -b to -e bytes by factor -f. Ops
+that give each rank a chunk (all_gather, reduce_scatter, all_to_all) round the count down to a
+multiple of the world size, as nccl-tests does; size is the op's whole buffer.
+
+Transports: inproc runs the ranks as goroutines. tcp runs them as processes: without a
+launcher this command starts --np copies of itself (engine/dist/launch) and rank 0 gathers every
+rank's digests and counts over the communicator; under "tessera-qa launch", torchrun or srun,
+or with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set by hand, it joins as that rank (rank
+0 prints). cuda and nccl answer E_UNSUPPORTED until they are built in.
+
+--np takes a list (1,2,3,4,8) to run several worlds; in exact mode the same 24 contributions
+split over each world must then give identical bits on every all_reduce row. The table adds
+the row's digest (first 12 hex digits) to nccl-tests' columns; --json rows carry op,
+transport, mode, world, dtype, redop, bytes, count, time_us, algbw_gbs, busbw_gbs, wrong,
+digest and their in-place twins (docs/cli.md). --vs gloo adds torch.distributed's gloo time,
+busbw and the ratio ours/gloo per size, measured in the same command.
+
+Exit 0 when every row passed, 1 when a row failed (wrong elements, bits that differ between
+in place and out of place or between ranks) or a collective failed at run time
+(E_TIMEOUT_COMM), 2 for bad input or mismatched calls across ranks (E_INPUT, E_DESYNC), 3 when
+the transport, the oracle or the rendezvous is missing (E_UNSUPPORTED, E_COMM_INIT).`,
+		Example: `  tessera-qa collectives
+  tessera-qa collectives --ops all_reduce --redops all --dtypes all -b 8 -e 64M -f 4
+  tessera-qa collectives --transport tcp --np 4 --json -
+  tessera-qa collectives --mode exact --np 1,2,3,4,8 --ops all_reduce --dtypes f32,bf16
+  tessera-qa launch --nproc-per-node 3 -- tessera-qa collectives --transport tcp`,
+		Args: exactArgs(),
+		RunE: verb(func(cmd *cobra.Command, args []string) error {
+			var err error
+			m := collectives.Matrix{Counts: counts, Root: root}
+			if m.Ops, err = collectives.ParseOps(ops); err != nil {
+				return err
+			}
+			if m.RedOps, err = collectives.ParseRedOps(redops); err != nil {
+				return err
+			}
+			if m.DTypes, err = collectives.ParseDTypes(dtypes); err != nil {
+				return err
+			}
+			lo, err := collectives.ParseSize(minBytes)
+			if err != nil {
+				return usage(cmd, "-b: %s", strings.TrimPrefix(err.Error(), "E_INPUT: "))
+			}
+			hi, err := collectives.ParseSize(maxBytes)
+			if err != nil {
+				return usage(cmd, "-e: %s", strings.TrimPrefix(err.Error(), "E_INPUT: "))
+			}
+			if m.Sizes, err = collectives.Sweep(lo, hi, factor); err != nil {
+				return err
+			}
+			for _, c := range counts {
+				if c < 0 {
+					return usage(cmd, "--counts: %d is negative", c)
+				}
+			}
+			if o.Worlds, err = parseWorlds(np); err != nil {
+				return usage(cmd, "--np %q: %s", np, err)
+			}
+			if root < 0 || (len(o.Worlds) > 0 && root >= minOf(o.Worlds)) {
+				return usage(cmd, "--root %d outside the world (--np %s)", root, np)
+			}
+			if o.Mode, err = dist.ParseMode(mode); err != nil {
+				return err
+			}
+			switch vs {
+			case "":
+			case "gloo":
+				o.VsGloo = true
+			default:
+				return usage(cmd, "--vs must be gloo, got %q", vs)
+			}
+			if mismatch != "" {
+				if o.Mismatch, err = collectives.ParseMismatch(mismatch); err != nil {
+					return err
+				}
+			}
+			if o.Timeout <= 0 || o.Delay < 0 {
+				return usage(cmd, "--timeout must be > 0 and --delay >= 0")
+			}
+			o.Matrix, o.Transport = m, transport
+			o.Command = "tessera-qa " + strings.Join(childArgs(cmd, false), " ")
+			o.Args = childArgs(cmd, true)
+			o.Output = e.stderr
+			if transport != "inproc" && !collectives.InJob() {
+				if o.Program, err = collectivesExe(); err != nil {
+					return errs.New(errs.Internal, "collectives: cannot find this program to start its ranks: %v", err)
+				}
+			}
+			bars := newCollectivesProgress(e)
+			o.Progress = bars.update
+			out, err := collectives.Run(context.Background(), o)
+			bars.wait()
+			if err != nil {
+				return &exitError{code: collectivesExit(err), err: err}
+			}
+			if out.Exit != 0 {
+				// The ranks printed their own error lines.
+				return &exitError{code: out.Exit}
+			}
+			if out.Quiet || out.Report == nil {
+				return nil
+			}
+			w := e.human(jsonPath)
+			collectives.PrintTable(w, out.Report.Rows)
+			collectives.PrintSummary(w, out.Report)
+			if err := e.writeJSON(jsonPath, out.Report); err != nil {
+				return err
+			}
+			if !out.Report.Passed {
+				return failed()
+			}
+			return nil
+		}),
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&ops, "ops", nil, "collectives to check: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all or all (default all)")
+	f.StringSliceVar(&redops, "redops", nil, "reductions of all_reduce and reduce_scatter: sum, max, min, avg or all (default sum)")
+	f.StringSliceVar(&dtypes, "dtypes", nil, "dtypes: f64 f32 bf16 f16 int32 int8 fp8e4m3 fp8e5m2, fp8 or all (default f32)")
+	f.IntSliceVar(&counts, "counts", collectives.DefaultCounts, "element counts checked besides the size sweep (empty: none)")
+	f.StringVarP(&minBytes, "minbytes", "b", "64", "smallest size of the sweep in bytes (K, M, G suffixes)")
+	f.StringVarP(&maxBytes, "maxbytes", "e", "1M", "largest size of the sweep (up to 64M is sensible on a CPU)")
+	f.IntVarP(&factor, "stepfactor", "f", 4, "factor between sizes of the sweep")
+	f.IntVar(&root, "root", 0, "broadcast's root rank")
+	f.StringVar(&transport, "transport", "inproc", "inproc (goroutines), tcp (processes), cuda or nccl")
+	f.StringVar(&np, "np", "", "world size, or a comma-separated list of them (default 4; under a launcher its WORLD_SIZE)")
+	f.StringVar(&mode, "mode", "deterministic", "reduction mode: deterministic, fast or exact")
+	f.IntVar(&o.Iters, "iters", 20, "timed calls per case and placement (0: check only)")
+	f.IntVar(&o.Warmup, "warmup", 5, "untimed calls before the timed ones")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed of the inputs (fixed by default, so digests compare across runs)")
+	f.DurationVar(&o.Timeout, "timeout", dist.DefaultTimeout, "limit for each collective call")
+	f.DurationVar(&o.Delay, "delay", 0, "hold every frame a rank sends for a random time up to this, to reorder arrivals")
+	f.StringVar(&vs, "vs", "", "also time torch.distributed with gloo on the same world and sizes: gloo")
+	f.StringVar(&mismatch, "mismatch", "", "testing: RANK:count|dtype|op makes that rank call every case differently (E_DESYNC expected)")
+	f.MarkHidden("mismatch")
+	addJSONFlag(cmd, &jsonPath)
+	return cmd
+}
+
+// parseWorlds reads --np: a world size or a comma-separated list of them.
+func parseWorlds(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 || n > collectives.MaxInprocWorld {
+			return nil, fmt.Errorf("want a world size 1..%d or a comma-separated list of them", collectives.MaxInprocWorld)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func minOf(s []int) int {
+	m := s[0]
+	for _, v := range s[1:] {
+		m = min(m, v)
+	}
+	return m
+}
+
+// childArgs rebuilds the verb's command line from the flags the user set: for the ranks of a
+// tcp job (rank=true: without --np, --json and --vs, which the starting process handles) or
+// for the report.
+func childArgs(cmd *cobra.Command, rank bool) []string {
+	args := []string{"collectives"}
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if rank && (fl.Name == "np" || fl.Name == "json" || fl.Name == "vs") {
+			return
+		}
+		v := fl.Value.String()
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			v = strings.Join(sv.GetSlice(), ",")
+		}
+		args = append(args, "--"+fl.Name+"="+v)
+	})
+	return args
+}
+
+// collectivesExit maps the verb's errors to exit codes: a mismatched call across ranks is bad
+// input (2), a transport or oracle not built in and a rendezvous that cannot happen are a
+// missing environment (3).
+func collectivesExit(err error) int {
+	switch errs.CodeOf(err) {
+	case errs.Desync:
+		return ExitUsage
+	case errs.Unsupported, errs.NoDevice, errs.CommInit:
+		return ExitMissing
+	}
+	return exitCode(err)
+}
+
+// collectivesProgress draws one bar per world on a terminal (mpb, like run's bars); elsewhere
+// it stays silent, so logs and --json - stay clean.
+type collectivesProgress struct {
+	p    *mpb.Progress
+	bars map[int]*mpb.Bar
+}
+
+func newCollectivesProgress(e *env) *collectivesProgress {
+	if !isTerminal(e.stderr) {
+		return &collectivesProgress{}
+	}
+	return &collectivesProgress{p: mpb.New(mpb.WithOutput(e.stderr), mpb.WithWidth(40), mpb.WithRefreshRate(100*time.Millisecond)),
+		bars: map[int]*mpb.Bar{}}
+}
+
+func (c *collectivesProgress) update(world, done, total int) {
+	if c.p == nil {
+		return
+	}
+	b := c.bars[world]
+	if b == nil {
+		b = c.p.AddBar(int64(total),
+			mpb.PrependDecorators(decor.Name(fmt.Sprintf("world %d", world), decor.WC{W: 10, C: decor.DindentRight}), decor.CountersNoUnit("%d/%d", decor.WCSyncWidth)),
+			mpb.AppendDecorators(decor.Percentage(decor.WC{W: 5}), decor.Elapsed(decor.ET_STYLE_GO, decor.WC{W: 6})))
+		c.bars[world] = b
+	}
+	b.SetCurrent(int64(done))
+}
+
+func (c *collectivesProgress) wait() {
+	if c.p == nil {
+		return
+	}
+	for _, b := range c.bars {
+		b.SetTotal(-1, true)
+	}
+	c.p.Wait()
+}

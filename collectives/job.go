@@ -1,0 +1,284 @@
+package collectives
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
+	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+// Transports the checks know. inproc and tcp are built in; a device transport (cuda, nccl)
+// is usable once its package registers a joiner with RegisterTransport.
+var Transports = []string{"inproc", "tcp", "cuda", "nccl"}
+
+// DefaultWorld is the world size when the run names none and no launcher set one.
+const DefaultWorld = 4
+
+// Joiner joins the job this process is a rank of over a device transport (the way tcp.FromEnv
+// does for tcp).
+type Joiner func(ctx context.Context, timeout time.Duration) (dist.Transport, error)
+
+var (
+	joinMu  sync.Mutex
+	joiners = map[string]Joiner{}
+)
+
+// RegisterTransport makes a process-per-rank transport available to the checks under name.
+func RegisterTransport(name string, j Joiner) {
+	joinMu.Lock()
+	defer joinMu.Unlock()
+	joiners[name] = j
+}
+
+func joiner(name string) (Joiner, error) {
+	joinMu.Lock()
+	defer joinMu.Unlock()
+	if j, ok := joiners[name]; ok {
+		return j, nil
+	}
+	switch name {
+	case "cuda", "nccl":
+		return nil, errs.New(errs.Unsupported, "collectives: the %s transport is not built into this tessera-qa yet (available: inproc, tcp)", name)
+	}
+	return nil, errs.New(errs.Input, "collectives: unknown transport %q (want inproc, tcp, cuda or nccl)", name)
+}
+
+// GlooBench times torch.distributed's gloo backend (differential/gloo) on world processes:
+// the op on each byte size, mean seconds per call after warm-up. It is nil until that
+// package is linked in; --vs gloo then answers E_UNSUPPORTED.
+var GlooBench func(ctx context.Context, world int, op Op, red dist.RedOp, dt numerics.DType, sizes []int64, iters, warmup int) ([]float64, error)
+
+// Options is one `tessera-qa collectives` run.
+type Options struct {
+	Matrix    Matrix
+	Transport string
+	// Worlds to run (each a separate world; tcp starts that many processes). Empty:
+	// DefaultWorld, or the job's WORLD_SIZE under a launcher, where only that size is allowed.
+	Worlds        []int
+	Mode          dist.Mode
+	Iters, Warmup int
+	Seed          uint64
+	Timeout       time.Duration // per collective
+	Delay         time.Duration // injected per-frame delays (Config.Delay)
+	Mismatch      *Mismatch
+	VsGloo        bool
+	// Progress hears about inproc runs and rank 0 of a job: world, cases done, total.
+	Progress func(world, done, total int)
+	// Program and Args start one rank of a self-launched tcp job (tessera-qa and the verb's
+	// arguments, without --np); Output receives the ranks' and the launcher's lines.
+	Program string
+	Args    []string
+	Output  io.Writer
+	Command string // recorded in the report
+}
+
+// Outcome is what a run produced in this process.
+type Outcome struct {
+	// Report: the rows and checks; nil on ranks other than 0, and when ranks failed.
+	Report *Report
+	// Quiet: this process is a rank of a self-launched job; its report went to $ResultEnv and
+	// nothing is to be printed.
+	Quiet bool
+	// Exit is the first failing rank's exit code of a self-launched job (its ranks printed
+	// their errors), 0 otherwise.
+	Exit int
+}
+
+// Run runs a whole check as the verb describes it: every world over the transport, the
+// cross-world checks, gloo's side when asked. Errors are coded: E_INPUT for bad options or
+// rank variables, E_UNSUPPORTED for a transport or oracle not built in, and the collectives'
+// own (E_DESYNC, E_TIMEOUT_COMM, E_COMM_INIT).
+func Run(ctx context.Context, o Options) (*Outcome, error) {
+	if o.Iters < 0 || o.Warmup < 0 {
+		return nil, errs.New(errs.Input, "collectives: --iters %d and --warmup %d must not be negative", o.Iters, o.Warmup)
+	}
+	for _, n := range o.Worlds {
+		if n < 1 || n > MaxInprocWorld {
+			return nil, errs.New(errs.Input, "collectives: world size %d (want 1..%d)", n, MaxInprocWorld)
+		}
+	}
+	if o.VsGloo && GlooBench == nil {
+		return nil, errs.New(errs.Unsupported, "collectives --vs gloo: differential/gloo (torch.distributed with gloo) is not built into this tessera-qa yet")
+	}
+	cfg := Config{Mode: o.Mode, Iters: o.Iters, Warmup: o.Warmup, Seed: o.Seed, Timeout: o.Timeout, Delay: o.Delay, Mismatch: o.Mismatch}
+	rep := &Report{Schema: ReportSchema, Kind: ReportKind, Started: time.Now().UTC(), DeviceClass: "cpu/" + runtime.GOARCH,
+		Command: o.Command, Seed: o.Seed, Iters: o.Iters, Warmup: o.Warmup}
+	rep.Machine, _ = os.Hostname()
+	switch o.Transport {
+	case "inproc":
+		worlds := o.Worlds
+		if len(worlds) == 0 {
+			worlds = []int{DefaultWorld}
+		}
+		for _, n := range worlds {
+			c := cfg
+			c.Cases = o.Matrix.Cases(n)
+			if o.Progress != nil {
+				c.Progress = func(done, total int) { o.Progress(n, done, total) }
+			}
+			rows, err := RunInproc(ctx, n, c)
+			if err != nil {
+				return nil, err
+			}
+			rep.Rows = append(rep.Rows, rows...)
+		}
+	default:
+		j, err := joiner(o.Transport)
+		if err != nil {
+			return nil, err
+		}
+		if InJob() {
+			return runJobRank(ctx, o, cfg, rep, j)
+		}
+		worlds := o.Worlds
+		if len(worlds) == 0 {
+			worlds = []int{DefaultWorld}
+		}
+		for _, n := range worlds {
+			sub, exit, err := SelfLaunch(ctx, LaunchSpec{World: n, Program: o.Program, Args: o.Args, Output: o.Output})
+			if err != nil || exit != 0 {
+				return &Outcome{Exit: exit}, err
+			}
+			rep.Rows = append(rep.Rows, sub.Rows...)
+		}
+	}
+	if err := finish(ctx, o, rep); err != nil {
+		return nil, err
+	}
+	return &Outcome{Report: rep}, nil
+}
+
+// runJobRank is one rank of a job started by a launcher (tessera-qa launch, torchrun, srun, or
+// by SelfLaunch).
+func runJobRank(ctx context.Context, o Options, cfg Config, rep *Report, j Joiner) (*Outcome, error) {
+	n, err := JobWorld()
+	if err != nil {
+		return nil, err
+	}
+	if len(o.Worlds) > 1 || (len(o.Worlds) == 1 && o.Worlds[0] != n) {
+		return nil, errs.New(errs.Input, "collectives: --np %v, but the launcher started a world of %d (WORLD_SIZE): leave --np out under a launcher", o.Worlds, n)
+	}
+	cfg.Cases = o.Matrix.Cases(n)
+	if o.Progress != nil {
+		cfg.Progress = func(done, total int) { o.Progress(n, done, total) }
+	}
+	t, err := j(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	rows, err := RunRank(ctx, NewComm(t, cfg), cfg)
+	if err != nil {
+		return nil, err
+	}
+	if t.Rank() != 0 {
+		return &Outcome{Quiet: true}, nil
+	}
+	rep.Rows = rows
+	if err := finish(ctx, o, rep); err != nil {
+		return nil, err
+	}
+	if path := os.Getenv(ResultEnv); path != "" {
+		data, err := json.Marshal(rep)
+		if err != nil {
+			return nil, errs.Wrap(errs.Internal, err, "collectives: encode the report")
+		}
+		if err := atomicfile.Write(path, data); err != nil {
+			return nil, errs.Wrap(errs.Input, err, "collectives: write %s", path)
+		}
+		return &Outcome{Report: rep, Quiet: true}, nil
+	}
+	return &Outcome{Report: rep}, nil
+}
+
+// TCPJoiner is the built-in tcp transport's joiner.
+func init() {
+	RegisterTransport("tcp", func(ctx context.Context, timeout time.Duration) (dist.Transport, error) {
+		return tcpFromEnv(ctx, timeout)
+	})
+}
+
+// finish adds gloo's side, the cross-world checks and the verdict.
+func finish(ctx context.Context, o Options, rep *Report) error {
+	if o.VsGloo {
+		if err := addGloo(ctx, o, rep.Rows); err != nil {
+			return err
+		}
+	}
+	worlds := map[int]bool{}
+	for _, r := range rep.Rows {
+		worlds[r.World] = true
+	}
+	if o.Mode == dist.Exact && len(worlds) > 1 {
+		cases, bad := SplitAgreement(rep.Rows)
+		var ws []string
+		for w := range worlds {
+			ws = append(ws, fmt.Sprint(w))
+		}
+		sort.Strings(ws)
+		rep.Checks = append(rep.Checks, Check{Name: fmt.Sprintf("exact all_reduce: the same bits on worlds %s (%d cases)", strings.Join(ws, ","), cases),
+			Passed: len(bad) == 0 && cases > 0, Detail: bad})
+	}
+	rep.Finish()
+	return nil
+}
+
+// addGloo times gloo on every (world, op, reduction, dtype) group's sizes and fills the rows'
+// gloo columns; the bandwidths go through Bandwidth, like ours.
+func addGloo(ctx context.Context, o Options, rows []Row) error {
+	type key struct {
+		world          int
+		op, red, dtype string
+	}
+	groups := map[key][]int{}
+	var order []key
+	for i, r := range rows {
+		k := key{r.World, r.Op, r.RedOp, r.DType}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	for _, k := range order {
+		idx := groups[k]
+		var sizes []int64
+		for _, i := range idx {
+			sizes = append(sizes, rows[i].Bytes)
+		}
+		red := dist.RedNone
+		if k.red != "none" {
+			red, _ = dist.ParseRedOp(k.red)
+		}
+		dt, _ := numerics.Parse(k.dtype)
+		secs, err := GlooBench(ctx, k.world, Op(k.op), red, dt, sizes, max(o.Iters, 1), o.Warmup)
+		if err != nil {
+			return err
+		}
+		if len(secs) != len(idx) {
+			return errs.New(errs.Internal, "collectives --vs gloo: %d times for %d sizes", len(secs), len(idx))
+		}
+		for j, i := range idx {
+			r := &rows[i]
+			if secs[j] <= 0 {
+				continue
+			}
+			r.GlooTimeUS = secs[j] * 1e6
+			_, r.GlooBusBWGBs = Bandwidth(Op(r.Op), r.World, r.Bytes, secs[j])
+			if r.GlooBusBWGBs > 0 {
+				r.Ratio = r.BusBWGBs / r.GlooBusBWGBs
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package collectives
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// PrintTable writes rows as nccl-tests prints them: one block per op, transport, mode and
+// world, with the size, count, type, redop, root, then time, algbw, busbw and #wrong out of
+// place and in place; then the first 12 hex digits of the row's digest, and gloo's time,
+// busbw and the ratio when --vs gloo measured them.
+func PrintTable(w io.Writer, rows []Row) {
+	gloo := false
+	for _, r := range rows {
+		gloo = gloo || r.GlooTimeUS > 0
+	}
+	var group string
+	for _, r := range rows {
+		g := fmt.Sprintf("%s|%s|%s|%d", r.Op, r.Transport, r.Mode, r.World)
+		if g != group {
+			if group != "" {
+				fmt.Fprintln(w)
+			}
+			group = g
+			bits := "bits guaranteed run to run and across transports"
+			if !r.BitsGuaranteed {
+				bits = "bits not guaranteed"
+			}
+			fmt.Fprintf(w, "# %s  transport %s  mode %s  world %d  (%s)\n", r.Op, r.Transport, r.Mode, r.World, bits)
+			extra, units := "", ""
+			if gloo {
+				extra, units = "  gloo(us) gloo-busbw   ratio", "               (GB/s)  busbw"
+			}
+			fmt.Fprintln(w, "#"+strings.Repeat(" ", 61)+"out-of-place"+strings.Repeat(" ", 23)+"in-place")
+			head := func(cols ...any) {
+				fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("# %10s %13s %9s %7s %6s %9s %7s %7s %6s %9s %7s %7s %6s  %-12s%s", cols...), " "))
+			}
+			head("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "digest", extra)
+			head("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "", units)
+		}
+		line := fmt.Sprintf("  %10d %13d %9s %7s %6d %9s %7s %7s %6d %9s %7s %7s %6d  %-12s",
+			r.Bytes, r.Count, r.DType, r.RedOp, r.Root, us(r.TimeUS), bw(r.AlgBWGBs, r.TimeUS), bw(r.BusBWGBs, r.TimeUS), r.Wrong,
+			us(r.TimeUSIP), bw(r.AlgBWGBsIP, r.TimeUSIP), bw(r.BusBWGBsIP, r.TimeUSIP), r.WrongIP, short(r.Digest))
+		if gloo {
+			line += fmt.Sprintf("  %8s %10s %7s", us(r.GlooTimeUS), bw(r.GlooBusBWGBs, r.GlooTimeUS), ratio(r.Ratio))
+		}
+		if !r.OK {
+			line += "  FAIL: " + r.Note
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+}
+
+func us(v float64) string {
+	switch {
+	case v <= 0:
+		return "-"
+	case v < 1e4:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func bw(v, t float64) string {
+	if t <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func ratio(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+// PrintSummary writes nccl-tests' closing lines (out of bounds values, average bus
+// bandwidth) and this harness's: rows passed, the cross-row checks, failures, the verdict.
+func PrintSummary(w io.Writer, rep *Report) {
+	var wrong, failed int64
+	var bus float64
+	timed := 0
+	for _, r := range rep.Rows {
+		wrong += r.Wrong + r.WrongIP + r.SplitWrong
+		if !r.OK {
+			failed++
+		}
+		if r.TimeUS > 0 && r.Bytes > 0 {
+			bus += r.BusBWGBs
+			timed++
+		}
+	}
+	ok := "OK"
+	if wrong > 0 {
+		ok = "FAILED"
+	}
+	fmt.Fprintf(w, "\n# Out of bounds values : %d %s\n", wrong, ok)
+	if timed > 0 {
+		fmt.Fprintf(w, "# Avg bus bandwidth    : %.3f GB/s (out of place, %d timed rows)\n", bus/float64(timed), timed)
+	}
+	fmt.Fprintf(w, "# %d rows: %d passed, %d failed (seed %d, %d iterations after %d warm-up)\n",
+		len(rep.Rows), int64(len(rep.Rows))-failed, failed, rep.Seed, rep.Iters, rep.Warmup)
+	for _, c := range rep.Checks {
+		verdict := "ok"
+		if !c.Passed {
+			verdict = "FAILED"
+		}
+		fmt.Fprintf(w, "# check %s: %s\n", c.Name, verdict)
+		for i, d := range c.Detail {
+			if i == 10 {
+				fmt.Fprintf(w, "#   ... and %d more\n", len(c.Detail)-10)
+				break
+			}
+			fmt.Fprintf(w, "#   %s\n", d)
+		}
+	}
+	listed := 0
+	for _, r := range rep.Rows {
+		if r.OK {
+			continue
+		}
+		if listed == 20 {
+			fmt.Fprintf(w, "#   ... and %d more failing rows\n", failed-20)
+			break
+		}
+		listed++
+		fmt.Fprintf(w, "# FAIL %s (%s): %s\n", r.Key(), r.Transport, r.Note)
+	}
+	if rep.Passed {
+		fmt.Fprintln(w, "PASS")
+	} else {
+		fmt.Fprintln(w, "FAIL")
+	}
+}
