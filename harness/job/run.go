@@ -1,5 +1,6 @@
 // Package job holds the logic of the tessera-qa verbs that do more than call one package:
-// the `run` main job (golden checks, in-process determinism, randomized smoke test, results,
+// the `run` main job (golden checks, in-process determinism, randomized smoke test, a short
+// in-process collectives check, results,
 // JUnit and replay manifests), backend choice, and `exec`'s input and output handling.
 package job
 
@@ -24,10 +25,12 @@ const (
 	SuiteGolden      = "golden"
 	SuiteDeterminism = "determinism"
 	SuiteSmoke       = "smoke"
+	// SuiteCollectives: a short in-process collectives check (collectives.go).
+	SuiteCollectives = "collectives"
 )
 
 // Suites lists every suite Run knows.
-var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke}
+var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives}
 
 // DefaultSmoke is the number of random smoke graphs a run draws by default.
 const DefaultSmoke = 200
@@ -237,6 +240,8 @@ func (r *runner) tasks(suite string) ([]task, error) {
 		return r.determinismTasks()
 	case SuiteSmoke:
 		return r.smokeTasks(), nil
+	case SuiteCollectives:
+		return r.collectivesTasks(), nil
 	}
 	return nil, errs.New(errs.Internal, "no tasks for suite %q", suite)
 }

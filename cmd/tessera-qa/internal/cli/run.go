@@ -30,6 +30,9 @@ func newRunCmd(e *env) *cobra.Command {
   determinism  every golden spec run twice in this process; outputs must be bitwise equal
   smoke        --smoke random small graphs drawn from the op registry, checked against the
                golden model (engine/ref); seeded by --seed (random by default, always printed)
+  collectives  a short in-process collectives check on 4 ranks (every op on f32, bf16 and
+               int32, exact-mode all_reduce): no wrong element, the bits hold; see
+               "tessera-qa collectives" for the full one
 
 Writes DIR/results.json (harness results), DIR/junit.xml, and a replay manifest per failing
 case under DIR/replay/ (replay one with "tessera-qa replay FILE"). Exit 0 when every check
@@ -78,7 +81,7 @@ passed, 1 when any failed, 3 when --backend names a backend that cannot run here
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the smoke generator (default: random, printed)")
 	f.IntVar(&opts.Smoke, "smoke", job.DefaultSmoke, "number of random smoke graphs")
 	f.StringVar(&opts.OutDir, "out", "tessera-qa-out", "`DIR` for results.json, junit.xml and replay/")
-	f.StringSliceVar(&opts.Suites, "suite", nil, "run only these suites: golden, determinism, smoke (comma-separated)")
+	f.StringSliceVar(&opts.Suites, "suite", nil, "run only these suites: golden, determinism, smoke, collectives (comma-separated)")
 	f.IntVar(&opts.Workers, "workers", 0, "cases run concurrently (default: GOMAXPROCS)")
 	addJSONFlag(cmd, &jsonPath)
 	addRunDBFlag(cmd, &dbPath)
