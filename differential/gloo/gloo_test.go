@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,8 +40,26 @@ func needTorch(t *testing.T) Config {
 	return Config{Timeout: 60 * time.Second}
 }
 
-// rankPIDs lists the PIDs of every process running our rank script, from /proc.
-func rankPIDs() map[int]bool {
+// procStat returns the parent PID and process group of pid, from /proc/PID/stat.
+func procStat(pid string) (ppid, pgid int, ok bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	// pid (comm) state ppid pgrp ...; comm may hold spaces, so split after its ')'
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 3 {
+		return 0, 0, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgid, err2 := strconv.Atoi(f[2])
+	return ppid, pgid, err1 == nil && err2 == nil
+}
+
+// rankPIDs lists, from /proc, the processes running our rank script that are this test's
+// children or members of a process group it started (other sessions on the machine may run
+// the script too).
+func rankPIDs(groups []int) map[int]bool {
 	out := map[int]bool{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -49,7 +68,10 @@ func rankPIDs() map[int]bool {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(scriptName)) {
+		if err != nil || !bytes.Contains(b, []byte(scriptName)) {
+			continue
+		}
+		if ppid, pgid, ok := procStat(e.Name()); ok && (ppid == os.Getpid() || slices.Contains(groups, pgid)) {
 			out[pid] = true
 		}
 	}
@@ -57,10 +79,10 @@ func rankPIDs() map[int]bool {
 }
 
 // noLeftovers records the PIDs this test starts and checks, when the test ends, that none of
-// them and no new process running the rank script is left.
+// them and no new rank process of ours (child or member of a started group) is left.
 func noLeftovers(t *testing.T) {
 	t.Helper()
-	before := rankPIDs()
+	before := rankPIDs(nil)
 	var mu sync.Mutex
 	var mine []int
 	started = func(pid int) { mu.Lock(); mine = append(mine, pid); mu.Unlock() }
@@ -73,7 +95,7 @@ func noLeftovers(t *testing.T) {
 				t.Errorf("rank process %d is still there", pid)
 			}
 		}
-		for pid := range rankPIDs() {
+		for pid := range rankPIDs(mine) {
 			if !before[pid] {
 				t.Errorf("a new process %d runs %s", pid, scriptName)
 			}
