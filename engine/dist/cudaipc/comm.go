@@ -116,13 +116,14 @@ type Buffer struct {
 
 // Control frame phases (Header.Aux). Collectives use 1..3 for their fences.
 const (
-	phaseHello  = 100
-	phaseGrow   = 110
-	phaseGrown  = 111
-	phaseFree   = 120
-	phaseFreed  = 121
-	phaseClose  = 130 // close frames carry sequence number 0: they follow no collective
-	phaseClosed = 131
+	phaseHello   = 100
+	phaseGrow    = 110
+	phaseGrown   = 111
+	phaseFree    = 120
+	phaseFreed   = 121
+	phaseClose   = 130 // close frames carry sequence number 0: they follow no collective
+	phaseClosed  = 131
+	phaseBarrier = 140
 )
 
 const helloMagic = 0x49504331 // "IPC1"
@@ -422,6 +423,18 @@ func (cl *call) drain() error {
 	}
 	return errs.New(errs.TimeoutComm, "rank %d (cuda): device work did not finish within %s: waiting for rank(s) %v, whose device work up to fence %d has not finished",
 		c.rank, time.Since(cl.start).Round(time.Millisecond), stuck, c.fences-1)
+}
+
+// Barrier returns once every rank has called it. It synchronises the hosts only, not the
+// devices (benchmarks use it so that every rank starts a timed collective together).
+func (c *DeviceComm) Barrier(ctx context.Context) error {
+	cl, done, err := c.begin(ctx, dist.OpBarrier)
+	if err != nil {
+		return err
+	}
+	defer done()
+	_, err = cl.exchange(phaseBarrier, nil)
+	return err
 }
 
 // Alloc returns a dedicated device allocation of n bytes that peers read in place (no
