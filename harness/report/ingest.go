@@ -34,7 +34,7 @@ type IngestOptions struct {
 // IngestResult says what one file became.
 type IngestResult struct {
 	Source string `json:"source"`
-	Kind   string `json:"kind"` // "results", "ginkgo", "bench"
+	Kind   string `json:"kind"` // "results", "ginkgo", "bench", "collectives"
 	RunID  int64  `json:"run_id"`
 	Rows   int    `json:"rows"`
 	// Duplicate: the same bytes with the same run metadata were ingested before, as RunID.

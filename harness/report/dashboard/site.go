@@ -22,6 +22,8 @@ const (
 	PageRepro    = "repro.html"
 	PageFlaky    = "flaky.html"
 	PageMetrics  = "metrics.html"
+	// PageCollectives: busbw against size of the collectives checks (collectives.go).
+	PageCollectives = "collectives.html"
 	// StylePath is the one static asset pages link to.
 	StylePath = "static/style.css"
 )
@@ -50,7 +52,7 @@ func New(db *report.DB) (*Site, error) {
 		return nil, errs.Wrap(errs.Internal, err, "dashboard templates")
 	}
 	s := &Site{db: db, pages: map[string]*template.Template{}, now: time.Now}
-	for _, f := range []string{"overview", "series_index", "series", "repro", "flaky", "metrics"} {
+	for _, f := range []string{"overview", "series_index", "series", "repro", "flaky", "metrics", "collectives"} {
 		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+f+".html")
 		if err != nil {
 			return nil, errs.Wrap(errs.Internal, err, "dashboard template %s", f)
@@ -107,7 +109,7 @@ func (s *Site) Pages(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []string{PageOverview, PageSeries, PageRepro, PageFlaky, PageMetrics}
+	out := []string{PageOverview, PageSeries, PageRepro, PageFlaky, PageMetrics, PageCollectives}
 	for _, r := range idx {
 		out = append(out, seriesPage(r.ID))
 	}
@@ -132,6 +134,9 @@ func (s *Site) build(ctx context.Context, name string) (string, any, error) {
 	case PageMetrics:
 		d, err := s.metrics(ctx)
 		return "metrics", d, err
+	case PageCollectives:
+		d, err := s.collectives(ctx)
+		return "collectives", d, err
 	}
 	if id, ok := strings.CutPrefix(name, "series-"); ok {
 		if id, ok = strings.CutSuffix(id, ".html"); ok && isSeriesID(id) {

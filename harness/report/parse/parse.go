@@ -11,13 +11,14 @@ import (
 // Report is a validated file: the rows to write and what the file says about its run
 // (Batch.Run holds the file's own commit, machine, ... and may be partly empty).
 type Report struct {
-	Kind  string // "results", "ginkgo", "bench"
+	Kind  string // "results", "ginkgo", "bench", "collectives"
 	Batch store.Batch
 }
 
-// Parse validates a report of any of the three kinds. Nothing it accepts can upset the store:
-// names are bounded and free of control characters, text is valid UTF-8 without NUL, numbers
-// are finite and in range. Errors are one line, E_PARSE or E_INPUT, naming the file and where.
+// Parse validates a report of any of the four kinds (results, Ginkgo, bench, collectives).
+// Nothing it accepts can upset the store: names are bounded and free of control characters,
+// text is valid UTF-8 without NUL, numbers are finite and in range. Errors are one line,
+// E_PARSE or E_INPUT, naming the file and where.
 func Parse(name string, data []byte) (*Report, error) {
 	if len(data) > MaxFileBytes {
 		return nil, errs.New(errs.Input, "report %s: larger than %d bytes", name, MaxFileBytes)
@@ -36,6 +37,10 @@ func Parse(name string, data []byte) (*Report, error) {
 		p, err = parseBench(name, data, true)
 	case "bench-rows":
 		p, err = parseBench(name, data, false)
+	case "collectives":
+		p, err = parseCollectives(name, data, true)
+	case "collectives-rows":
+		p, err = parseCollectives(name, data, false)
 	}
 	if err != nil {
 		return nil, err
@@ -46,7 +51,7 @@ func Parse(name string, data []byte) (*Report, error) {
 	return p, nil
 }
 
-// sniff tells the three formats apart by their top-level shape and first element's fields.
+// sniff tells the formats apart by their top-level shape and first element's fields.
 func sniff(name string, data []byte) (string, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
@@ -57,6 +62,9 @@ func sniff(name string, data []byte) (string, error) {
 	case '{':
 		if err := json.Unmarshal(trimmed, &first); err != nil {
 			return "", parseErr(name, trimmed, err)
+		}
+		if string(bytes.TrimSpace(first["kind"])) == `"`+CollectivesKind+`"` {
+			return "collectives", nil
 		}
 		if _, ok := first["rows"]; ok {
 			return "bench", nil
@@ -78,6 +86,8 @@ func sniff(name string, data []byte) (string, error) {
 			return "ginkgo", nil
 		case has(first, "op", "engine_ms"):
 			return "bench-rows", nil
+		case has(first, "op", "transport", "busbw_gbs", "wrong"):
+			return "collectives-rows", nil
 		}
 		return "", errs.New(errs.Parse, "report %s: not a results, Ginkgo or bench report (first element has none of their fields)", name)
 	}
