@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
@@ -30,8 +32,12 @@ type Spec struct {
 	Tolerances []harness.Tolerance
 }
 
-// Inputs draws the spec's inputs (harness.RandomInputs with the spec's seed and dists).
+// Inputs draws the spec's inputs (harness.RandomInputs with the spec's seed and dists). A
+// multi-rank spec (World() > 0) has one set per rank: RankInputs.
 func (s Spec) Inputs() (map[string]*tensor.Tensor, error) {
+	if s.World() > 0 {
+		return nil, errs.New(errs.Input, "golden: spec %s runs on %d ranks; use RankInputs", s.Name, s.World())
+	}
 	return harness.RandomInputs(s.Graph, s.Seed, s.Dists)
 }
 
@@ -87,11 +93,14 @@ func Catalogue() []Spec {
 	return out
 }
 
-// SpecsFor returns the catalogue's specs of one (op, dtype), in catalogue order.
+// SpecsFor returns the catalogue's specs of one (op, dtype), in catalogue order; for a
+// collective op, DistCatalogue's.
 func SpecsFor(op string, dt numerics.DType) []Spec {
 	f, ok := families[op]
 	if !ok {
-		return nil
+		if f, ok = distFamilies[op]; !ok || (!dt.IsFloat() && !dt.IsInt()) {
+			return nil
+		}
 	}
 	if d, ok := graph.Lookup(op); !ok || !d.Supports(dt) {
 		return nil
@@ -114,6 +123,7 @@ func Pairs() []string {
 // draft is a spec before its name, seed and graph are derived.
 type draft struct {
 	tag   string
+	mesh  string // a mesh (mesh.ParseMesh) for a multi-rank case, "" for one device
 	dists map[string]harness.Dist
 	tol   tolRule
 	build func(b *graph.Builder) *graph.Value
@@ -125,6 +135,13 @@ func finish(op string, dt numerics.DType, ds ...draft) []Spec {
 	for _, d := range ds {
 		name := op + "/" + dt.String() + "/" + d.tag
 		b := graph.NewBuilder(graphName(name))
+		if d.mesh != "" {
+			m, err := mesh.ParseMesh(d.mesh)
+			if err != nil {
+				panic(fmt.Sprintf("golden: catalogue spec %s: mesh %s: %v", name, d.mesh, err))
+			}
+			b.Mesh(m)
+		}
 		res := d.build(b)
 		b.Output(res)
 		g, err := b.Build()

@@ -5,10 +5,14 @@
 //
 // Index:
 //   - Catalogue, Spec: the one list of cases (catalogue*.go, tolerance.go).
+//   - DistCatalogue, DistPairs, Spec.World, Spec.RankInputs: the multi-rank cases of the
+//     collective ops, each rank's inputs and ref.RunDist's outputs (catalogue_dist.go).
 //   - Update: regenerate data/ from the catalogue and engine/ref (update.go).
 //   - Verify: checksum, format version and staleness of every file (verify.go).
-//   - Data, Load, LoadAll, Case: read golden files from the embedded data or a directory
-//     (store.go, format.go; the format is described in docs/golden.md).
+//   - Data, Load, LoadAll, LoadAllDist, Case: read golden files from the embedded data or a
+//     directory (store.go, format.go; the format is described in docs/golden.md).
 //   - CheckSpec, CheckProgram: run a golden case on a backend and compare with the stored
 //     outputs (check.go); RunDigests: per-output digests for determinism checks.
+//   - CheckDist: run a multi-rank case on in-process ranks (engine/dist/run) and compare every
+//     rank's outputs (check_dist.go); CheckReference covers both kinds.
 package golden

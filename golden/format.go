@@ -30,6 +30,10 @@ import (
 // content is one line of meta JSON (names, seeds, graph texts, dists, tolerances, and for each
 // tensor its dtype, shape and place in the blob), a '\n', then the blob: every tensor's raw
 // little-endian bytes, back to back, in the order the meta lists them.
+//
+// A multi-rank case (a collective op's graph, which has a mesh line) adds "world" and "ranks":
+// ranks[r] holds rank r's inputs and outputs in the same form, and the case's own "inputs" and
+// "outputs" are empty. Single-device cases omit both fields, so their bytes are unchanged.
 const (
 	// FormatVersion is the layout version this build reads and writes.
 	FormatVersion = 1
@@ -64,6 +68,15 @@ type metaCase struct {
 	Tolerances []harness.Tolerance     `json:"tolerances"`
 	Inputs     []metaTensor            `json:"inputs"`
 	Outputs    []metaTensor            `json:"outputs"`
+	// World and Ranks are set for multi-rank cases only (omitted otherwise).
+	World int        `json:"world,omitempty"`
+	Ranks []metaRank `json:"ranks,omitempty"`
+}
+
+// metaRank is one rank's tensors in a multi-rank case.
+type metaRank struct {
+	Inputs  []metaTensor `json:"inputs"`
+	Outputs []metaTensor `json:"outputs"`
 }
 
 type metaTensor struct {
@@ -99,6 +112,12 @@ type GoldenCase struct {
 	Inputs     map[string]*tensor.Tensor
 	Want       []*tensor.Tensor // one per graph output
 	Tolerances []harness.Tolerance
+	// World > 0 marks a multi-rank case (a graph with a mesh, run on every rank of it): then
+	// RankInputs[r] and RankWant[r] are rank r's inputs and expected outputs, and Inputs and
+	// Want are nil. Single-device cases have World 0.
+	World      int
+	RankInputs []map[string]*tensor.Tensor
+	RankWant   [][]*tensor.Tensor
 }
 
 // Encode renders f in the golden file format. The bytes depend only on f: JSON with fixed field order and sorted map
@@ -114,23 +133,46 @@ func Encode(f *File) ([]byte, error) {
 		blob.Write(t.Data)
 		return m
 	}
+	// tensors lists one rank's (or the single device's) inputs and outputs in graph order.
+	tensors := func(c GoldenCase, in map[string]*tensor.Tensor, want []*tensor.Tensor) (ins, outs []metaTensor, err error) {
+		ins, outs = []metaTensor{}, []metaTensor{}
+		for _, v := range c.Graph.Inputs {
+			t, ok := in[v.Name]
+			if !ok {
+				return nil, nil, errs.New(errs.Internal, "golden: case %s has no input %%%s", c.Name, v.Name)
+			}
+			ins = append(ins, put(v.Name, t))
+		}
+		if len(want) != len(c.Graph.Outputs) {
+			return nil, nil, errs.New(errs.Internal, "golden: case %s has %d outputs for %d graph outputs", c.Name, len(want), len(c.Graph.Outputs))
+		}
+		for i, v := range c.Graph.Outputs {
+			outs = append(outs, put(v.Name, want[i]))
+		}
+		return ins, outs, nil
+	}
 	for _, c := range f.Cases {
 		mc := metaCase{Name: c.Name, Seed: c.Seed, Graph: c.GraphText, Dists: c.Dists, Tolerances: c.Tolerances}
 		if mc.Dists == nil {
 			mc.Dists = map[string]harness.Dist{}
 		}
-		for _, v := range c.Graph.Inputs {
-			t, ok := c.Inputs[v.Name]
-			if !ok {
-				return nil, errs.New(errs.Internal, "golden: case %s has no input %%%s", c.Name, v.Name)
+		var err error
+		if c.World == 0 {
+			if mc.Inputs, mc.Outputs, err = tensors(c, c.Inputs, c.Want); err != nil {
+				return nil, err
 			}
-			mc.Inputs = append(mc.Inputs, put(v.Name, t))
-		}
-		if len(c.Want) != len(c.Graph.Outputs) {
-			return nil, errs.New(errs.Internal, "golden: case %s has %d outputs for %d graph outputs", c.Name, len(c.Want), len(c.Graph.Outputs))
-		}
-		for i, v := range c.Graph.Outputs {
-			mc.Outputs = append(mc.Outputs, put(v.Name, c.Want[i]))
+		} else {
+			if len(c.RankInputs) != c.World || len(c.RankWant) != c.World {
+				return nil, errs.New(errs.Internal, "golden: case %s on %d ranks has inputs for %d and outputs for %d", c.Name, c.World, len(c.RankInputs), len(c.RankWant))
+			}
+			mc.Inputs, mc.Outputs, mc.World = []metaTensor{}, []metaTensor{}, c.World
+			for r := range c.World {
+				var mr metaRank
+				if mr.Inputs, mr.Outputs, err = tensors(c, c.RankInputs[r], c.RankWant[r]); err != nil {
+					return nil, errs.Wrap(errs.Internal, err, "rank %d", r)
+				}
+				mc.Ranks = append(mc.Ranks, mr)
+			}
 		}
 		doc.Cases = append(doc.Cases, mc)
 	}
@@ -264,23 +306,32 @@ func decodeCase(f *File, mc metaCase, blob []byte) (GoldenCase, error) {
 		return c, derr(kindCorrupt, "case %s: graph: %v", mc.Name, err)
 	}
 	c.Graph = g
-	if len(mc.Inputs) != len(g.Inputs) || len(mc.Outputs) != len(g.Outputs) || len(mc.Tolerances) != len(g.Outputs) {
-		return c, derr(kindCorrupt, "case %s: %d inputs, %d outputs and %d tolerances stored for a graph of %d inputs and %d outputs",
-			mc.Name, len(mc.Inputs), len(mc.Outputs), len(mc.Tolerances), len(g.Inputs), len(g.Outputs))
+	world := 0
+	if g.Mesh != nil {
+		world = g.Mesh.World()
 	}
-	for i, v := range g.Inputs {
-		t, err := sliceTensor(mc.Name, mc.Inputs[i], v, blob)
-		if err != nil {
+	if mc.World != world || len(mc.Ranks) != world {
+		return c, derr(kindCorrupt, "case %s: stored for %d ranks with %d rank entries, the graph runs on %d", mc.Name, mc.World, len(mc.Ranks), max(world, 1))
+	}
+	if world == 0 {
+		if err := decodeTensors(mc.Name, "", mc.Inputs, mc.Outputs, len(mc.Tolerances), g, blob, c.Inputs, &c.Want); err != nil {
 			return c, err
 		}
-		c.Inputs[v.Name] = t
-	}
-	for i, v := range g.Outputs {
-		t, err := sliceTensor(mc.Name, mc.Outputs[i], v, blob)
-		if err != nil {
-			return c, err
+	} else {
+		c.Inputs = nil
+		if len(mc.Inputs) != 0 || len(mc.Outputs) != 0 {
+			return c, derr(kindCorrupt, "case %s: a multi-rank case stores its tensors per rank, not in inputs/outputs", mc.Name)
 		}
-		c.Want = append(c.Want, t)
+		c.World = world
+		for r, mr := range mc.Ranks {
+			in := map[string]*tensor.Tensor{}
+			var want []*tensor.Tensor
+			if err := decodeTensors(mc.Name, fmt.Sprintf(" (rank %d)", r), mr.Inputs, mr.Outputs, len(mc.Tolerances), g, blob, in, &want); err != nil {
+				return c, err
+			}
+			c.RankInputs = append(c.RankInputs, in)
+			c.RankWant = append(c.RankWant, want)
+		}
 	}
 	for i, t := range c.Tolerances {
 		if err := t.Validate(); err != nil {
@@ -288,6 +339,31 @@ func decodeCase(f *File, mc metaCase, blob []byte) (GoldenCase, error) {
 		}
 	}
 	return c, nil
+}
+
+// decodeTensors reads one rank's (or the single device's) stored inputs into in and outputs
+// into want, checking the counts against the graph; where follows the case name in messages
+// (" (rank 1)" for a multi-rank case).
+func decodeTensors(cname, where string, ins, outs []metaTensor, tols int, g *graph.Graph, blob []byte, in map[string]*tensor.Tensor, want *[]*tensor.Tensor) error {
+	if len(ins) != len(g.Inputs) || len(outs) != len(g.Outputs) || tols != len(g.Outputs) {
+		return derr(kindCorrupt, "case %s%s: %d inputs, %d outputs and %d tolerances stored for a graph of %d inputs and %d outputs",
+			cname, where, len(ins), len(outs), tols, len(g.Inputs), len(g.Outputs))
+	}
+	for i, v := range g.Inputs {
+		t, err := sliceTensor(cname+where, ins[i], v, blob)
+		if err != nil {
+			return err
+		}
+		in[v.Name] = t
+	}
+	for i, v := range g.Outputs {
+		t, err := sliceTensor(cname+where, outs[i], v, blob)
+		if err != nil {
+			return err
+		}
+		*want = append(*want, t)
+	}
+	return nil
 }
 
 // sliceTensor reads one stored tensor and checks it against the graph value it belongs to.

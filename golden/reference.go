@@ -13,8 +13,12 @@ import (
 // CheckReference runs the golden model (engine/ref) on the case's stored inputs and compares
 // with the stored outputs under the stored tolerance: it fails when the golden model has
 // drifted since the files were generated (a changed formula, a changed rounding), which would
-// otherwise silently move the goalposts of every engine check.
+// otherwise silently move the goalposts of every engine check. A multi-rank case runs
+// ref.RunDist on every rank's stored inputs.
 func CheckReference(c GoldenCase) harness.Result {
+	if c.World > 0 {
+		return checkReferenceDist(c)
+	}
 	b := refBackend{}
 	r := newResult(c, b)
 	if r.Verdict != "" {

@@ -71,11 +71,28 @@ func loadAt(fsys fs.FS, root, p string) (*File, error) {
 	return f, nil
 }
 
-// catalogueFiles lists the files the catalogue produces, in catalogue order.
-func catalogueFiles() []string {
+// LoadAllDist reads the golden file of every (collective op, dtype) pair that has
+// DistCatalogue specs, in catalogue order: the multi-rank cases (GoldenCase.World > 0).
+func LoadAllDist(fsys fs.FS) ([]*File, error) {
+	var out []*File
+	for _, p := range filesOf(DistCatalogue()) {
+		f, err := loadAt(fsys, DataRoot, p)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// catalogueFiles lists the files the single-device catalogue produces, in catalogue order.
+func catalogueFiles() []string { return filesOf(Catalogue()) }
+
+// filesOf lists the files of specs, in their order.
+func filesOf(specs []Spec) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, s := range Catalogue() {
+	for _, s := range specs {
 		if p := s.File(); !seen[p] {
 			seen[p] = true
 			out = append(out, p)

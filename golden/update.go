@@ -34,7 +34,7 @@ type UpdateSummary struct {
 // the update before anything is written.
 func Update(dir string) (UpdateSummary, error) {
 	var sum UpdateSummary
-	groups := groupByFile(Catalogue())
+	groups := groupByFile(allSpecs())
 	encoded := make(map[string][]byte, len(groups.order))
 	for _, p := range groups.order {
 		f, err := Generate(groups.specs[p])
@@ -100,6 +100,15 @@ func Generate(specs []Spec) (*File, error) {
 		if s.File() != f.Path {
 			return nil, errs.New(errs.Internal, "golden: spec %s belongs to %s, not %s", s.Name, s.File(), f.Path)
 		}
+		if s.World() > 0 {
+			c, err := generateDist(s)
+			if err != nil {
+				return nil, err
+			}
+			c.File = display(DataRoot, f.Path)
+			f.Cases = append(f.Cases, c)
+			continue
+		}
 		in, err := s.Inputs()
 		if err != nil {
 			return nil, errs.Wrap(errs.Input, err, "golden: spec %s", s.Name)
@@ -115,6 +124,30 @@ func Generate(specs []Spec) (*File, error) {
 			GraphText: graph.Print(s.Graph), Graph: s.Graph, Dists: s.Dists, Inputs: in, Want: want, Tolerances: s.Tolerances})
 	}
 	return f, nil
+}
+
+// allSpecs is every spec that has a golden file: the single-device catalogue, then the
+// multi-rank one.
+func allSpecs() []Spec { return append(Catalogue(), DistCatalogue()...) }
+
+// generateDist draws every rank's inputs of a multi-rank spec and takes the expected outputs
+// from ref.RunDist, each rank's required to be a meaningful check.
+func generateDist(s Spec) (GoldenCase, error) {
+	in, err := s.RankInputs()
+	if err != nil {
+		return GoldenCase{}, errs.Wrap(errs.Input, err, "golden: spec %s", s.Name)
+	}
+	want, err := ref.RunDist(s.Graph, in)
+	if err != nil {
+		return GoldenCase{}, errs.Wrap(errs.Internal, err, "golden: spec %s: golden model", s.Name)
+	}
+	for r, w := range want {
+		if err := Meaningful(s, w); err != nil {
+			return GoldenCase{}, errs.Wrap(errs.Internal, err, "rank %d", r)
+		}
+	}
+	return GoldenCase{Name: s.Name, Op: s.Op, DType: s.DType, Seed: s.Seed, GraphText: graph.Print(s.Graph), Graph: s.Graph,
+		Dists: s.Dists, Tolerances: s.Tolerances, World: s.World(), RankInputs: in, RankWant: want}, nil
 }
 
 // Meaningful reports whether the spec's tolerances make a real check of the reference outputs

@@ -31,8 +31,9 @@ const updateHint = "run `tessera-qa golden update`"
 
 // Verify checks the golden data in fsys (Data(), or os.DirFS of a data directory) against this
 // build: every file's format version and checksum, that it decodes, and that it is not stale
-// (the same cases, graph texts, seeds, dists, inputs and tolerances as Catalogue() produces
-// now, from the same generator version); and that the file set is exactly the catalogue's.
+// (the same cases, graph texts, seeds, dists, inputs and tolerances as Catalogue() and
+// DistCatalogue() produce now, from the same generator version; every rank's inputs for a
+// multi-rank case); and that the file set is exactly the catalogues'.
 // Problems name files under DataRoot; VerifyDir names them under the directory given. The
 // error is for a data directory that cannot be listed at all.
 func Verify(fsys fs.FS) ([]Problem, error) { return verifyAt(fsys, DataRoot) }
@@ -54,12 +55,12 @@ func verifyAt(fsys fs.FS, root string) ([]Problem, error) {
 	if err != nil {
 		return nil, errs.New(errs.Input, "golden verify: list %s: %v", root, err)
 	}
-	groups := groupByFile(Catalogue())
+	groups := groupByFile(allSpecs())
 	var out []Problem
 	add := func(p string, kind problemKind, format string, args ...any) {
 		out = append(out, Problem{File: display(root, p), Kind: string(kind), Msg: fmt.Sprintf(format, args...)})
 	}
-	for _, p := range Pairs() {
+	for _, p := range append(Pairs(), DistPairs()...) {
 		if _, ok := groups.specs[p]; !ok {
 			add(p, kindMissing, "the catalogue has no cases for this op and dtype (add them in golden/catalogue*.go)")
 		}
@@ -150,6 +151,23 @@ func caseStaleness(c GoldenCase, s Spec) string {
 		return "input distributions differ from the catalogue's"
 	case !slices.Equal(c.Tolerances, s.Tolerances):
 		return fmt.Sprintf("tolerances %v, the catalogue's are %v", c.Tolerances, s.Tolerances)
+	}
+	if c.World != s.World() {
+		return fmt.Sprintf("stored for %d ranks, the catalogue's case runs on %d", max(c.World, 1), max(s.World(), 1))
+	}
+	if s.World() > 0 {
+		ins, err := s.RankInputs()
+		if err != nil {
+			return "the catalogue cannot draw its inputs: " + err.Error()
+		}
+		for r, in := range ins {
+			for _, v := range s.Graph.Inputs {
+				if !sameTensor(c.RankInputs[r][v.Name], in[v.Name]) {
+					return fmt.Sprintf("rank %d's input %%%s differs from what the catalogue draws", r, v.Name)
+				}
+			}
+		}
+		return ""
 	}
 	in, err := s.Inputs()
 	if err != nil {

@@ -140,8 +140,8 @@ func TestVerifyDirAndLoad(t *testing.T) {
 			sawTanh = p.Kind == "format"
 		}
 	}
-	if !sawTanh || len(ps) != len(catalogueFiles()) {
-		t.Errorf("a dir with one garbage file: %d problems (want one per catalogue file), tanh/f32 format problem %v", len(ps), sawTanh)
+	if !sawTanh || len(ps) != len(filesOf(allSpecs())) {
+		t.Errorf("a dir with one garbage file: %d problems (want one per file of both catalogues), tanh/f32 format problem %v", len(ps), sawTanh)
 	}
 	if _, err := Load(Data(), "no_such_op", numerics.F32); err == nil || !strings.Contains(err.Error(), "golden/data/no_such_op/f32.golden: missing") {
 		t.Errorf("Load of a missing file: %v", err)
