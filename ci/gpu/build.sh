@@ -13,6 +13,12 @@ for pkg in ./suites/* ./engine/backend/cuda; do
   name=$(basename "$pkg")
   go test -c -ldflags="-s -w" -o "$out/$name.test" "$pkg"
 done
+# The device transports' GPU tests (engine/dist/cudaipc, engine/dist/nccl): plain go test
+# binaries, in their own folder because run.sh runs them without Ginkgo's flags.
+mkdir -p "$out/dist"
+for pkg in ./engine/dist/cudaipc ./engine/dist/nccl; do
+  go test -c -ldflags="-s -w" -o "$out/dist/$(basename "$pkg").test" "$pkg"
+done
 # The golden suite again, built with the GPU code generator's planted faults compiled in
 # (engine/failpoint; inert unless TESSERA_FAILPOINTS names one): ci/gpu/faults.sh uses it.
 mkdir -p "$out/faults"

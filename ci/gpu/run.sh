@@ -29,4 +29,14 @@ for t in "$bin"/*.test; do
      -ginkgo.json-report="$out/$name.json" "${extra[@]}") > "$out/$name.log" 2>&1 || { echo "FAIL $name"; fail=1; }
   tail -3 "$out/$name.log"
 done
+# The device transports (engine/dist/cudaipc: 2 and 4 ranks as processes on the one GPU
+# through CUDA IPC, and the all_reduce benchmark; engine/dist/nccl: world size 1, and whether
+# NCCL takes two ranks on one GPU). Each writes its case lines and benchmark rows to
+# $out/<name>/ (TESSERA_GPU_ARTIFACTS); TESSERA_GPU_BENCH=0 skips the benchmark.
+for t in "$bin"/dist/*.test; do
+  [ -f "$t" ] || continue
+  name=dist-$(basename "$t" .test)
+  (cd "$out" && TESSERA_GPU_ARTIFACTS="$out/$name" "$OLDPWD/$t" -test.run GPU -test.v -test.timeout 40m > "$name.log" 2>&1) || { echo "FAIL $name"; fail=1; }
+  grep -E "^(--- |ok|FAIL|PASS)" "$out/$name.log" | tail -20
+done
 exit $fail
