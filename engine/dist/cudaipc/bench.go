@@ -24,6 +24,9 @@ type BenchOptions struct {
 	Warmup int
 	// Seed of the inputs (every rank derives its own from it).
 	Seed uint64
+	// FlushBytes is the copy that evicts L2 before every timed run (default twice the L2
+	// size, at least 64 MiB).
+	FlushBytes int
 }
 
 // DefaultBenchSizes is 1 MiB to 256 MiB, doubling.
@@ -78,7 +81,10 @@ func Bench(ctx context.Context, dc *DeviceComm, opts BenchOptions) ([]BenchRow, 
 	}
 	defer dev.DestroyEvent(start)
 	defer dev.DestroyEvent(end)
-	flushBytes := max(2*info.L2Bytes, 64<<20)
+	flushBytes := opts.FlushBytes
+	if flushBytes <= 0 {
+		flushBytes = max(2*info.L2Bytes, 64<<20)
+	}
 	flushA, err := dev.Alloc(flushBytes)
 	if err != nil {
 		return nil, err
@@ -119,7 +125,12 @@ func Bench(ctx context.Context, dc *DeviceComm, opts BenchOptions) ([]BenchRow, 
 		}
 		times := make([]float64, 0, opts.Reps)
 		for range opts.Reps {
+			// Flush, let the flush finish, then start together: no rank's timed run overlaps
+			// another rank's flush on the shared GPU.
 			if err := dev.CopyAsync(flushB, flushA, flushBytes); err != nil {
+				return nil, err
+			}
+			if err := dc.Synchronize(ctx); err != nil {
 				return nil, err
 			}
 			if err := dc.Barrier(ctx); err != nil {

@@ -518,3 +518,29 @@ func TestBuffersReusableRightAfterReturn(t *testing.T) {
 }
 
 var _ Device = (*simgpu.Device)(nil)
+
+// The benchmark's protocol end to end on simulated devices (their clock reads 0: only the
+// plumbing and the correctness check are tested here).
+func TestBenchRunsOnSimulatedDevices(t *testing.T) {
+	var rows0 []BenchRow
+	out := world(t, 3, 0, Options{}, func(dc *DeviceComm) error {
+		rows, err := Bench(context.Background(), dc, BenchOptions{Sizes: []int{4096, 12288}, Reps: 20, Warmup: 1, FlushBytes: 1024})
+		if dc.Rank() == 0 {
+			rows0 = rows
+		}
+		return err
+	})
+	for r, err := range out {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if len(rows0) != 2 || rows0[1].Count != 3072 || rows0[0].World != 3 || rows0[0].Reps != 20 {
+		t.Fatalf("rows %+v", rows0)
+	}
+	for _, r := range rows0 {
+		if r.Wrong != 0 {
+			t.Errorf("%d bytes: %d wrong", r.Bytes, r.Wrong)
+		}
+	}
+}
