@@ -13,10 +13,11 @@
 // A run is SPMD: every rank calls RunRank with the same Config; the ranks' records are
 // gathered over the communicator itself, so rank 0 of a tcp job holds every rank's results.
 // RunInproc runs a world as goroutines; the tessera-qa collectives verb runs ranks as
-// processes (RunTCP under a launcher, SelfLaunch to start them).
+// processes (Run joins a job under a launcher, SelfLaunch starts one); --vs gloo times
+// torch.distributed's gloo the same way (gloo.go).
 //
 // Files: op.go (ops, busbw), case.go (cases, sizes, matrices), inputs.go (seeded inputs),
 // reference.go (the global answer and tolerances), run.go (one rank's run), row.go (rows,
-// reports, cross-run comparisons), inproc.go, tcp.go (processes), table.go (the printed
-// table).
+// reports, cross-run comparisons), inproc.go, tcp.go (processes), job.go (a whole run as
+// the verb describes it), gloo.go (the --vs gloo side), table.go (the printed table).
 package collectives

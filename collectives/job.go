@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -54,10 +55,14 @@ func joiner(name string) (Joiner, error) {
 	return nil, errs.New(errs.Input, "collectives: unknown transport %q (want inproc, tcp, cuda or nccl)", name)
 }
 
-// GlooBench times torch.distributed's gloo backend (differential/gloo) on world processes:
-// the op on each byte size, mean seconds per call after warm-up. It is nil until that
-// package is linked in; --vs gloo then answers E_UNSUPPORTED.
-var GlooBench func(ctx context.Context, world int, op Op, red dist.RedOp, dt numerics.DType, sizes []int64, iters, warmup int) ([]float64, error)
+// GlooBench times torch.distributed's gloo backend (differential/gloo, gloo.go) on world
+// processes: the op on each byte size, seconds per call as timeIt measures ours (0 for a size
+// of 0 bytes). GlooProbe checks first that an interpreter can run gloo at all (E_NO_DEVICE
+// otherwise) and describes it. Tests may replace both; nil answers E_UNSUPPORTED.
+var (
+	GlooBench func(ctx context.Context, world int, op Op, red dist.RedOp, dt numerics.DType, sizes []int64, iters, warmup int) ([]float64, error)
+	GlooProbe func(ctx context.Context) (string, error)
+)
 
 // Options is one `tessera-qa collectives` run.
 type Options struct {
@@ -65,8 +70,10 @@ type Options struct {
 	Transport string
 	// Worlds to run (each a separate world; tcp starts that many processes). Empty:
 	// DefaultWorld, or the job's WORLD_SIZE under a launcher, where only that size is allowed.
-	Worlds        []int
-	Mode          dist.Mode
+	Worlds []int
+	// Modes run one after the other on each world (several: their times are compared,
+	// ModeCost).
+	Modes         []dist.Mode
 	Iters, Warmup int
 	Seed          uint64
 	Timeout       time.Duration // per collective
@@ -108,12 +115,23 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			return nil, errs.New(errs.Input, "collectives: world size %d (want 1..%d)", n, MaxInprocWorld)
 		}
 	}
-	if o.VsGloo && GlooBench == nil {
-		return nil, errs.New(errs.Unsupported, "collectives --vs gloo: differential/gloo (torch.distributed with gloo) is not built into this tessera-qa yet")
+	var glooInfo string
+	if o.VsGloo && !InJob() {
+		if GlooBench == nil || GlooProbe == nil {
+			return nil, errs.New(errs.Unsupported, "collectives --vs gloo: differential/gloo (torch.distributed with gloo) is not built into this tessera-qa")
+		}
+		// Before our side runs: a missing torch is E_NO_DEVICE at once, not after minutes.
+		var err error
+		if glooInfo, err = GlooProbe(ctx); err != nil {
+			return nil, err
+		}
 	}
-	cfg := Config{Mode: o.Mode, Iters: o.Iters, Warmup: o.Warmup, Seed: o.Seed, Timeout: o.Timeout, Delay: o.Delay, Mismatch: o.Mismatch}
+	if len(o.Modes) == 0 {
+		o.Modes = []dist.Mode{dist.Deterministic}
+	}
+	cfg := Config{Iters: o.Iters, Warmup: o.Warmup, Seed: o.Seed, Timeout: o.Timeout, Delay: o.Delay, Mismatch: o.Mismatch}
 	rep := &Report{Schema: ReportSchema, Kind: ReportKind, Started: time.Now().UTC(), DeviceClass: "cpu/" + runtime.GOARCH,
-		Command: o.Command, Seed: o.Seed, Iters: o.Iters, Warmup: o.Warmup}
+		Command: o.Command, Seed: o.Seed, Iters: o.Iters, Warmup: o.Warmup, Gloo: glooInfo}
 	rep.Machine, _ = os.Hostname()
 	switch o.Transport {
 	case "inproc":
@@ -122,16 +140,20 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			worlds = []int{DefaultWorld}
 		}
 		for _, n := range worlds {
-			c := cfg
-			c.Cases = o.Matrix.Cases(n)
-			if o.Progress != nil {
-				c.Progress = func(done, total int) { o.Progress(n, done, total) }
+			for mi, mode := range o.Modes {
+				c := cfg
+				c.Mode = mode
+				c.Cases = o.Matrix.Cases(n)
+				if o.Progress != nil {
+					total := len(c.Cases) * len(o.Modes)
+					c.Progress = func(done, _ int) { o.Progress(n, mi*len(c.Cases)+done, total) }
+				}
+				rows, err := RunInproc(ctx, n, c)
+				if err != nil {
+					return nil, err
+				}
+				rep.Rows = append(rep.Rows, rows...)
 			}
-			rows, err := RunInproc(ctx, n, c)
-			if err != nil {
-				return nil, err
-			}
-			rep.Rows = append(rep.Rows, rows...)
 		}
 	default:
 		j, err := joiner(o.Transport)
@@ -170,22 +192,29 @@ func runJobRank(ctx context.Context, o Options, cfg Config, rep *Report, j Joine
 		return nil, errs.New(errs.Input, "collectives: --np %v, but the launcher started a world of %d (WORLD_SIZE): leave --np out under a launcher", o.Worlds, n)
 	}
 	cfg.Cases = o.Matrix.Cases(n)
-	if o.Progress != nil {
-		cfg.Progress = func(done, total int) { o.Progress(n, done, total) }
-	}
 	t, err := j(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	rows, err := RunRank(ctx, NewComm(t, cfg), cfg)
-	if err != nil {
-		return nil, err
+	for mi, mode := range o.Modes {
+		c := cfg
+		c.Mode = mode
+		// One communicator per mode, each with its own id: frames of one never meet the other.
+		c.commID = uint32(mi)
+		if o.Progress != nil {
+			total := len(c.Cases) * len(o.Modes)
+			c.Progress = func(done, _ int) { o.Progress(n, mi*len(c.Cases)+done, total) }
+		}
+		rows, err := RunRank(ctx, NewComm(t, c), c)
+		if err != nil {
+			return nil, err
+		}
+		rep.Rows = append(rep.Rows, rows...)
 	}
 	if t.Rank() != 0 {
 		return &Outcome{Quiet: true}, nil
 	}
-	rep.Rows = rows
 	if err := finish(ctx, o, rep); err != nil {
 		return nil, err
 	}
@@ -212,7 +241,7 @@ func init() {
 // finish adds gloo's side, the cross-world checks and the verdict.
 func finish(ctx context.Context, o Options, rep *Report) error {
 	if o.VsGloo {
-		if err := addGloo(ctx, o, rep.Rows); err != nil {
+		if err := addGloo(ctx, o, rep.Rows, &rep.Notes); err != nil {
 			return err
 		}
 	}
@@ -220,7 +249,7 @@ func finish(ctx context.Context, o Options, rep *Report) error {
 	for _, r := range rep.Rows {
 		worlds[r.World] = true
 	}
-	if o.Mode == dist.Exact && len(worlds) > 1 {
+	if slices.Contains(o.Modes, dist.Exact) && len(worlds) > 1 {
 		cases, bad := SplitAgreement(rep.Rows)
 		var ws []string
 		for w := range worlds {
@@ -230,13 +259,45 @@ func finish(ctx context.Context, o Options, rep *Report) error {
 		rep.Checks = append(rep.Checks, Check{Name: fmt.Sprintf("exact all_reduce: the same bits on worlds %s (%d cases)", strings.Join(ws, ","), cases),
 			Passed: len(bad) == 0 && cases > 0, Detail: bad})
 	}
+	if len(o.Modes) > 1 {
+		rep.ModeCost = ModeCosts(rep.Rows, o.Modes[0].String())
+	}
 	rep.Finish()
 	return nil
 }
 
+// ModeCosts compares the times of every timed row with the row of the base mode that has the
+// same case, world and transport: exact mode's cost over deterministic mode's, measured in one
+// command.
+func ModeCosts(rows []Row, base string) []ModeCost {
+	key := func(r Row) string {
+		return fmt.Sprintf("%s/%s/%s/%d/%d/%d/%s", r.Op, r.DType, r.RedOp, r.Root, r.Count, r.World, r.Transport)
+	}
+	bases := map[string]Row{}
+	for _, r := range rows {
+		if r.Mode == base {
+			bases[key(r)] = r
+		}
+	}
+	var out []ModeCost
+	for _, r := range rows {
+		b, ok := bases[key(r)]
+		if r.Mode == base || !ok || b.TimeUS <= 0 || r.TimeUS <= 0 {
+			continue
+		}
+		mc := ModeCost{Op: r.Op, DType: r.DType, RedOp: r.RedOp, World: r.World, Transport: r.Transport, Bytes: r.Bytes,
+			Mode: r.Mode, Base: base, Ratio: r.TimeUS / b.TimeUS}
+		if b.TimeUSIP > 0 && r.TimeUSIP > 0 {
+			mc.RatioIP = r.TimeUSIP / b.TimeUSIP
+		}
+		out = append(out, mc)
+	}
+	return out
+}
+
 // addGloo times gloo on every (world, op, reduction, dtype) group's sizes and fills the rows'
 // gloo columns; the bandwidths go through Bandwidth, like ours.
-func addGloo(ctx context.Context, o Options, rows []Row) error {
+func addGloo(ctx context.Context, o Options, rows []Row, notes *[]string) error {
 	type key struct {
 		world          int
 		op, red, dtype string
@@ -261,7 +322,12 @@ func addGloo(ctx context.Context, o Options, rows []Row) error {
 			red, _ = dist.ParseRedOp(k.red)
 		}
 		dt, _ := numerics.Parse(k.dtype)
-		secs, err := GlooBench(ctx, k.world, Op(k.op), red, dt, sizes, max(o.Iters, 1), o.Warmup)
+		secs, err := GlooBench(ctx, k.world, Op(k.op), red, dt, sizes, o.Iters, o.Warmup)
+		if errs.CodeOf(err) == errs.Unsupported {
+			// gloo has no reduce_scatter, no avg, no bf16 reductions, no fp8: say so, go on.
+			*notes = append(*notes, err.Error())
+			continue
+		}
 		if err != nil {
 			return err
 		}

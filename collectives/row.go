@@ -22,7 +22,7 @@ type Row struct {
 	Root      int    `json:"root"`  // -1 for ops without a root, as nccl-tests prints
 	Bytes     int64  `json:"bytes"` // nccl-tests' size (Case.Bytes)
 	Count     int    `json:"count"`
-	// Out of place. Times are the mean over ranks of each rank's mean per call.
+	// Out of place. Times are the median over the timed calls of the slowest rank's time.
 	TimeUS   float64 `json:"time_us"`
 	AlgBWGBs float64 `json:"algbw_gbs"`
 	BusBWGBs float64 `json:"busbw_gbs"`
@@ -143,6 +143,27 @@ type Report struct {
 	Rows        []Row     `json:"rows"`
 	// Checks are the verdicts that compare rows with each other (SplitAgreement, ...).
 	Checks []Check `json:"checks,omitempty"`
+	// Gloo describes the interpreter --vs gloo ran; Notes what it could not compare (gloo
+	// refuses some ops and dtypes).
+	Gloo  string   `json:"gloo,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	// ModeCost: with several modes in one command, each timed row's time over the first
+	// mode's.
+	ModeCost []ModeCost `json:"mode_cost,omitempty"`
+}
+
+// ModeCost is one row's time in Mode over its time in Base, out of place and in place.
+type ModeCost struct {
+	Op        string  `json:"op"`
+	DType     string  `json:"dtype"`
+	RedOp     string  `json:"redop"`
+	Transport string  `json:"transport"`
+	World     int     `json:"world"`
+	Bytes     int64   `json:"bytes"`
+	Mode      string  `json:"mode"`
+	Base      string  `json:"base"`
+	Ratio     float64 `json:"ratio"`    // time in Mode / time in Base, out of place
+	RatioIP   float64 `json:"ratio_ip"` // in place
 }
 
 // Check is one cross-row verdict.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"math"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,8 @@ type Config struct {
 	Cases []Case
 	Mode  dist.Mode
 	// Iters timed calls per case and placement after Warmup untimed ones (nccl-tests' -n and
-	// -w). Iters 0 checks without timing (time and bandwidths are 0).
+	// -w); the time is the median of the calls' slowest-rank times (timeIt). Iters 0 checks
+	// without timing (time and bandwidths are 0).
 	Iters, Warmup int
 	Seed          uint64
 	// Timeout bounds each collective (dist.Options.Timeout); 0 is dist.DefaultTimeout.
@@ -38,6 +40,8 @@ type Config struct {
 	// Mismatch, when set, makes one rank call every case with another count, dtype or op:
 	// the desync check (its ranks must fail with E_DESYNC, none may hang).
 	Mismatch *Mismatch
+	// commID is the communicator id NewComm gives (several runs over one transport).
+	commID uint32
 }
 
 // Mismatch describes a deliberately mismatched call.
@@ -85,7 +89,7 @@ func NewComm(t dist.Transport, cfg Config) *dist.Comm {
 	if cfg.Delay > 0 {
 		t = withDelay(t, cfg.Delay, cfg.Seed)
 	}
-	return dist.NewComm(t, dist.Options{Mode: cfg.Mode, Timeout: cfg.Timeout})
+	return dist.NewComm(t, dist.Options{Mode: cfg.Mode, Timeout: cfg.Timeout, ID: cfg.commID})
 }
 
 // withDelay holds every frame t sends for a random time in [0, max], drawn from a stream
@@ -312,8 +316,11 @@ func splitParts(g gen, r, n, k, count int) [][]byte {
 	return parts
 }
 
-// timeIt runs fn Warmup times, then, after a barrier so every rank starts together, Iters
-// times, and returns the mean seconds per call (0 when Iters is 0).
+// timeIt runs fn Warmup times, then Iters timed repetitions, each after a barrier (outside
+// the clock) so every rank starts it together. A repetition's time is its slowest rank's (the
+// ranks' times are gathered over c); the result is the median over repetitions (design.md §8),
+// the same on every rank, and the method differential/gloo's Bench uses, so --vs gloo
+// compares like with like. 0 when Iters is 0.
 func timeIt(ctx context.Context, c *dist.Comm, cfg Config, fn func() error) (float64, error) {
 	if cfg.Iters == 0 {
 		return 0, nil
@@ -323,16 +330,33 @@ func timeIt(ctx context.Context, c *dist.Comm, cfg Config, fn func() error) (flo
 			return 0, err
 		}
 	}
-	if err := c.Barrier(ctx); err != nil {
-		return 0, err
-	}
-	t0 := time.Now()
-	for range cfg.Iters {
+	mine := make([]byte, 8*cfg.Iters)
+	for i := range cfg.Iters {
+		if err := c.Barrier(ctx); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
 		if err := fn(); err != nil {
 			return 0, err
 		}
+		binary.LittleEndian.PutUint64(mine[8*i:], math.Float64bits(time.Since(t0).Seconds()))
 	}
-	return time.Since(t0).Seconds() / float64(cfg.Iters), nil
+	n := c.World()
+	all := make([]byte, n*len(mine))
+	if err := c.AllGather(ctx, numerics.F64, mine, all); err != nil {
+		return 0, err
+	}
+	reps := make([]float64, cfg.Iters)
+	for q := range n {
+		for i := range reps {
+			reps[i] = math.Max(reps[i], math.Float64frombits(binary.LittleEndian.Uint64(all[q*len(mine)+8*i:])))
+		}
+	}
+	sort.Float64s(reps)
+	if k := len(reps); k%2 == 1 {
+		return reps[k/2], nil
+	}
+	return (reps[len(reps)/2-1] + reps[len(reps)/2]) / 2, nil
 }
 
 // digestOf is the tensor digest (engine/tensor) of a 1-D buffer.

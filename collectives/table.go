@@ -116,6 +116,13 @@ func PrintSummary(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "#   %s\n", d)
 		}
 	}
+	printModeCost(w, rep.ModeCost)
+	if rep.Gloo != "" {
+		fmt.Fprintf(w, "# gloo: %s; ratio = our busbw / gloo's (above 1: faster than gloo)\n", rep.Gloo)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "# note: %s\n", n)
+	}
 	listed := 0
 	for _, r := range rep.Rows {
 		if r.OK {
@@ -132,5 +139,22 @@ func PrintSummary(w io.Writer, rep *Report) {
 		fmt.Fprintln(w, "PASS")
 	} else {
 		fmt.Fprintln(w, "FAIL")
+	}
+}
+
+// printModeCost writes one line per op, dtype, reduction, world, transport and mode: the time
+// ratios over the base mode, size by size.
+func printModeCost(w io.Writer, mc []ModeCost) {
+	var order []string
+	lines := map[string][]string{}
+	for _, m := range mc {
+		k := fmt.Sprintf("# %s vs %s time: %s %s %s, %d ranks, %s:", m.Mode, m.Base, m.Op, m.DType, m.RedOp, m.World, m.Transport)
+		if _, ok := lines[k]; !ok {
+			order = append(order, k)
+		}
+		lines[k] = append(lines[k], fmt.Sprintf("%dB %.2fx", m.Bytes, m.Ratio))
+	}
+	for _, k := range order {
+		fmt.Fprintln(w, k, strings.Join(lines[k], ", "))
 	}
 }

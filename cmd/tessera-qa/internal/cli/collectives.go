@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ var collectivesExe = os.Executable
 func newCollectivesCmd(e *env) *cobra.Command {
 	var (
 		ops, redops, dtypes     []string
-		counts                  []int
+		counts                  []string
 		transport, np, mode, vs string
 		minBytes, maxBytes      string
 		factor, root            int
@@ -42,9 +43,10 @@ func newCollectivesCmd(e *env) *cobra.Command {
 the elements that differ from the global answer computed in float64 from every rank's inputs
 (#wrong: bit-exact for data movement, ints, max and min, and for exact-mode sums against the
 correctly rounded value; float sums within the dtype's tolerance scaled by the world size),
-digest every rank's output, then time --warmup + --iters calls (time per call, algbw =
-size/time, busbw with nccl-tests' factors: all_reduce 2(n-1)/n, all_gather, reduce_scatter and
-all_to_all (n-1)/n, broadcast 1).
+digest every rank's output, then time --warmup untimed and --iters timed calls (each after a
+barrier; time: the median of the calls' slowest-rank times; algbw = size/time; busbw with
+nccl-tests' factors: all_reduce 2(n-1)/n, all_gather, reduce_scatter and all_to_all (n-1)/n,
+broadcast 1).
 
 Counts: --counts (default 0, 1 and primes) plus sizes from -b to -e bytes by factor -f. Ops
 that give each rank a chunk (all_gather, reduce_scatter, all_to_all) round the count down to a
@@ -60,13 +62,15 @@ or with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set by hand, it joins as t
 split over each world must then give identical bits on every all_reduce row. The table adds
 the row's digest (first 12 hex digits) to nccl-tests' columns; --json rows carry op,
 transport, mode, world, dtype, redop, bytes, count, time_us, algbw_gbs, busbw_gbs, wrong,
-digest and their in-place twins (docs/cli.md). --vs gloo adds torch.distributed's gloo time,
-busbw and the ratio ours/gloo per size, measured in the same command.
+digest and their in-place twins (docs/cli.md). --mode deterministic,exact runs both and prints
+exact's time over deterministic's per row. --vs gloo adds torch.distributed's gloo time, busbw
+and the ratio ours/gloo per size, measured in the same command the same way (differential/gloo;
+what gloo refuses is noted and left blank).
 
 Exit 0 when every row passed, 1 when a row failed (wrong elements, bits that differ between
 in place and out of place or between ranks) or a collective failed at run time
 (E_TIMEOUT_COMM), 2 for bad input or mismatched calls across ranks (E_INPUT, E_DESYNC), 3 when
-the transport, the oracle or the rendezvous is missing (E_UNSUPPORTED, E_COMM_INIT).`,
+the transport, gloo or the rendezvous is missing (E_UNSUPPORTED, E_NO_DEVICE, E_COMM_INIT).`,
 		Example: `  tessera-qa collectives
   tessera-qa collectives --ops all_reduce --redops all --dtypes all -b 8 -e 64M -f 4
   tessera-qa collectives --transport tcp --np 4 --json -
@@ -75,7 +79,17 @@ the transport, the oracle or the rendezvous is missing (E_UNSUPPORTED, E_COMM_IN
 		Args: exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			var err error
-			m := collectives.Matrix{Counts: counts, Root: root}
+			m := collectives.Matrix{Root: root}
+			for _, c := range counts {
+				if c = strings.TrimSpace(c); c == "" || c == "none" {
+					continue
+				}
+				v, err := strconv.Atoi(c)
+				if err != nil || v < 0 || v > collectives.MaxBytes {
+					return usage(cmd, "--counts: %q is not an element count", c)
+				}
+				m.Counts = append(m.Counts, v)
+			}
 			if m.Ops, err = collectives.ParseOps(ops); err != nil {
 				return err
 			}
@@ -96,19 +110,20 @@ the transport, the oracle or the rendezvous is missing (E_UNSUPPORTED, E_COMM_IN
 			if m.Sizes, err = collectives.Sweep(lo, hi, factor); err != nil {
 				return err
 			}
-			for _, c := range counts {
-				if c < 0 {
-					return usage(cmd, "--counts: %d is negative", c)
-				}
-			}
 			if o.Worlds, err = parseWorlds(np); err != nil {
 				return usage(cmd, "--np %q: %s", np, err)
 			}
 			if root < 0 || (len(o.Worlds) > 0 && root >= minOf(o.Worlds)) {
 				return usage(cmd, "--root %d outside the world (--np %s)", root, np)
 			}
-			if o.Mode, err = dist.ParseMode(mode); err != nil {
-				return err
+			for _, md := range strings.Split(mode, ",") {
+				m, err := dist.ParseMode(strings.TrimSpace(md))
+				if err != nil {
+					return err
+				}
+				if !slices.Contains(o.Modes, m) {
+					o.Modes = append(o.Modes, m)
+				}
 			}
 			switch vs {
 			case "":
@@ -164,14 +179,14 @@ the transport, the oracle or the rendezvous is missing (E_UNSUPPORTED, E_COMM_IN
 	f.StringSliceVar(&ops, "ops", nil, "collectives to check: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all or all (default all)")
 	f.StringSliceVar(&redops, "redops", nil, "reductions of all_reduce and reduce_scatter: sum, max, min, avg or all (default sum)")
 	f.StringSliceVar(&dtypes, "dtypes", nil, "dtypes: f64 f32 bf16 f16 int32 int8 fp8e4m3 fp8e5m2, fp8 or all (default f32)")
-	f.IntSliceVar(&counts, "counts", collectives.DefaultCounts, "element counts checked besides the size sweep (empty: none)")
+	f.StringSliceVar(&counts, "counts", defaultCounts(), "element counts checked besides the size sweep (\"\" or none: none)")
 	f.StringVarP(&minBytes, "minbytes", "b", "64", "smallest size of the sweep in bytes (K, M, G suffixes)")
 	f.StringVarP(&maxBytes, "maxbytes", "e", "1M", "largest size of the sweep (up to 64M is sensible on a CPU)")
 	f.IntVarP(&factor, "stepfactor", "f", 4, "factor between sizes of the sweep")
 	f.IntVar(&root, "root", 0, "broadcast's root rank")
 	f.StringVar(&transport, "transport", "inproc", "inproc (goroutines), tcp (processes), cuda or nccl")
 	f.StringVar(&np, "np", "", "world size, or a comma-separated list of them (default 4; under a launcher its WORLD_SIZE)")
-	f.StringVar(&mode, "mode", "deterministic", "reduction mode: deterministic, fast or exact")
+	f.StringVar(&mode, "mode", "deterministic", "reduction mode: deterministic, fast or exact; a list runs each and compares their times")
 	f.IntVar(&o.Iters, "iters", 20, "timed calls per case and placement (0: check only)")
 	f.IntVar(&o.Warmup, "warmup", 5, "untimed calls before the timed ones")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the inputs (fixed by default, so digests compare across runs)")
@@ -276,4 +291,12 @@ func (c *collectivesProgress) wait() {
 		b.SetTotal(-1, true)
 	}
 	c.p.Wait()
+}
+
+func defaultCounts() []string {
+	var out []string
+	for _, c := range collectives.DefaultCounts {
+		out = append(out, strconv.Itoa(c))
+	}
+	return out
 }

@@ -1,10 +1,17 @@
 package cli
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tessera-qa/tessera-qa/collectives"
+	"github.com/tessera-qa/tessera-qa/differential"
+	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
 func TestCollectivesInprocJSONRows(t *testing.T) {
@@ -64,7 +71,6 @@ func TestCollectivesBadInput(t *testing.T) {
 		{[]string{"--transport", "pigeon"}, ExitUsage, "E_INPUT"},
 		{[]string{"--transport", "cuda"}, ExitMissing, "E_UNSUPPORTED"},
 		{[]string{"--transport", "nccl", "--np", "1"}, ExitMissing, "E_UNSUPPORTED"},
-		{[]string{"--vs", "gloo"}, ExitMissing, "E_UNSUPPORTED"},
 		{[]string{"--vs", "nccl"}, ExitUsage, "E_INPUT"},
 		{[]string{"--np", "3", "--mismatch", "1:count", "--timeout", "5s"}, ExitUsage, "E_DESYNC"},
 	} {
@@ -72,5 +78,54 @@ func TestCollectivesBadInput(t *testing.T) {
 		if o.code != c.code || o.errToken(t) != c.token {
 			t.Errorf("%v: exit %d %q, want %d %s", c.args, o.code, o.stderr, c.code, c.token)
 		}
+	}
+}
+
+// --vs gloo without an interpreter that runs torch's gloo is a missing environment, found
+// before anything is measured.
+func TestCollectivesVsGlooWithoutTorch(t *testing.T) {
+	t.Setenv(differential.PythonEnv, filepath.Join(t.TempDir(), "no-python"))
+	start := time.Now()
+	o := cli(t, "collectives", "--vs", "gloo", "--ops", "all_reduce", "-e", "1K")
+	o.want(t, ExitMissing, "E_NO_DEVICE")
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("took %s to notice", time.Since(start))
+	}
+}
+
+// --vs gloo puts gloo's time, busbw and the ratio beside every size, through the same
+// bandwidth formula as ours (a fake gloo that takes 1 ms per call, so the test needs no torch).
+func TestCollectivesVsGlooColumns(t *testing.T) {
+	probe, bench := collectives.GlooProbe, collectives.GlooBench
+	t.Cleanup(func() { collectives.GlooProbe, collectives.GlooBench = probe, bench })
+	collectives.GlooProbe = func(context.Context) (string, error) { return "fake gloo", nil }
+	collectives.GlooBench = func(_ context.Context, world int, op collectives.Op, red dist.RedOp, dt numerics.DType, sizes []int64, iters, warmup int) ([]float64, error) {
+		if red == dist.Avg {
+			return nil, errs.New(errs.Unsupported, "gloo has no avg")
+		}
+		out := make([]float64, len(sizes))
+		for i, b := range sizes {
+			if b > 0 {
+				out[i] = 1e-3
+			}
+		}
+		return out, nil
+	}
+	o := cli(t, "collectives", "--vs", "gloo", "--ops", "all_reduce", "--redops", "sum,avg", "--np", "2", "-b", "1K", "-e", "4K", "--counts", "0", "--iters", "2", "--json", "-")
+	o.want(t, ExitOK, "")
+	var rep collectives.Report
+	mustJSON(t, o.stdout, &rep)
+	for _, r := range rep.Rows {
+		switch {
+		case r.RedOp == "avg" || r.Bytes == 0:
+			if r.GlooTimeUS != 0 {
+				t.Errorf("%s: a gloo time where gloo cannot run", r.Key())
+			}
+		case r.GlooTimeUS != 1000 || r.GlooBusBWGBs != float64(r.Bytes)/1e-3/1e9 || r.Ratio != r.BusBWGBs/r.GlooBusBWGBs:
+			t.Errorf("%s: gloo %g us, %g GB/s, ratio %g", r.Key(), r.GlooTimeUS, r.GlooBusBWGBs, r.Ratio)
+		}
+	}
+	if rep.Gloo != "fake gloo" || len(rep.Notes) != 1 || !strings.Contains(o.stderr, "gloo(us)") || !strings.Contains(o.stderr, "# note: E_UNSUPPORTED: gloo has no avg") {
+		t.Errorf("gloo %q notes %v\n%s", rep.Gloo, rep.Notes, o.stderr)
 	}
 }
