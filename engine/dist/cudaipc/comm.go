@@ -52,10 +52,12 @@ import (
 const DefaultID uint32 = 0x43554441
 
 // eventSlots interprocess events per rank, used round-robin by fences. A slot is recorded
-// again only eventSlots fences later, and every fence needs every peer's message of the
-// previous one, so by then every peer has enqueued its wait on the earlier record (two would
-// do; four leave margin).
-const eventSlots = 4
+// again eventSlots fences later, and only once every peer's device has executed its wait on
+// the earlier record (see fence), so a wait can never meet a later record than the one it was
+// meant for, whether the driver captures the record when the wait is enqueued (as
+// cuStreamWaitEvent documents) or when it runs. The host runs at most eventSlots-1 fences
+// ahead of the slowest peer's device.
+const eventSlots = 8
 
 // Options configure a DeviceComm.
 type Options struct {
@@ -353,8 +355,16 @@ func (cl *call) swap(ctx context.Context, p int, phase uint32, payload []byte, g
 func (cl *call) fence(phase uint32, payload []byte) ([][]byte, error) {
 	c := cl.c
 	no := c.fences
-	c.fences++
 	slot := int(no % eventSlots)
+	if no >= eventSlots {
+		// Every peer enqueued its wait on this slot's previous record (fence no-eventSlots)
+		// before recording its fence no-eventSlots+1; once that record is complete on the
+		// peer's device, so is the wait, and the slot may be recorded again.
+		if err := cl.awaitPeers(no - eventSlots + 1); err != nil {
+			return nil, cl.fail(err)
+		}
+	}
+	c.fences++
 	if err := c.dev.Record(c.events[slot]); err != nil {
 		return nil, cl.fail(err)
 	}
@@ -382,6 +392,36 @@ func (cl *call) fence(phase uint32, payload []byte) ([][]byte, error) {
 		}
 	}
 	return got, nil
+}
+
+// awaitPeers polls until every peer's record of fence no is complete on its device (the peer
+// recorded it before this rank could reach this fence), bounded by the call's deadline.
+func (cl *call) awaitPeers(no uint64) error {
+	c := cl.c
+	slot := int(no % eventSlots)
+	pause := 10 * time.Microsecond
+	for p := range c.world {
+		if p == c.rank {
+			continue
+		}
+		for {
+			done, err := c.dev.Done(c.peerEv[p][slot])
+			if err != nil {
+				return err
+			}
+			if done {
+				break
+			}
+			select {
+			case <-cl.ctx.Done():
+				return errs.New(errs.TimeoutComm, "%s: rank %d's device work up to fence %d did not finish within %s (rank %d's GPU work is stuck or very slow)",
+					cl.where(), p, no, time.Since(cl.start).Round(time.Millisecond), p)
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // Synchronize waits until every collective enqueued so far has finished on this rank's

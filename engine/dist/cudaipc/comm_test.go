@@ -169,7 +169,11 @@ func deviceRun(ctx context.Context, dc *DeviceComm, cc collCase, send []byte, re
 // world runs fn on n simulated ranks with DeviceComms and checks the node afterwards.
 func world(t *testing.T, n int, delay time.Duration, opts Options, fn func(dc *DeviceComm) error) []error {
 	t.Helper()
-	w := simgpu.NewNode(delay)
+	return worldOn(t, simgpu.NewNode(delay), n, opts, fn)
+}
+
+func worldOn(t *testing.T, w *simgpu.Node, n int, opts Options, fn func(dc *DeviceComm) error) []error {
+	t.Helper()
 	ts := dist.NewInproc(n)
 	out := make([]error, n)
 	var wg sync.WaitGroup
@@ -311,10 +315,22 @@ func TestCollectivesUnderStreamDelays(t *testing.T) {
 }
 
 // Many collectives back to back without a Synchronize in between: the host runs ahead of
-// the devices and every event slot is reused many times.
+// the devices and every event slot is reused many times, with the driver capturing an
+// event's record when the wait is enqueued (as documented) or when it runs (the weaker
+// reading).
 func TestBackToBackWithoutSync(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("late-capture=%v", late), func(t *testing.T) {
+			node := simgpu.NewNode(200 * time.Microsecond)
+			node.LateCapture = late
+			backToBack(t, node)
+		})
+	}
+}
+
+func backToBack(t *testing.T, node *simgpu.Node) {
 	const n, reps, count = 3, 40, 50
-	errsOut := world(t, n, 200*time.Microsecond, Options{}, func(dc *DeviceComm) error {
+	errsOut := worldOn(t, node, n, Options{}, func(dc *DeviceComm) error {
 		ctx := context.Background()
 		dev := dc.Device()
 		a, err := dc.Alloc(ctx, 4*count)

@@ -34,8 +34,11 @@ type Node struct {
 	nextEvent  cuda.Event
 	violations []string
 	maxDelay   time.Duration
-	kernels    sync.Map // ptx -> *ptxsim.Kernel
-	launches   int
+	// LateCapture makes a stream wait for the event's latest record when the wait runs, not
+	// when it was enqueued: the weaker reading of interprocess events a protocol must survive.
+	LateCapture bool
+	kernels     sync.Map // ptx -> *ptxsim.Kernel
+	launches    int
 }
 
 type region struct {
@@ -424,8 +427,14 @@ func (d *Device) WaitEvent(e cuda.Event) error {
 	ev.mu.Lock()
 	target := ev.recorded
 	ev.mu.Unlock()
+	late := d.w.LateCapture
 	return d.enqueue(func() error {
-		deadline := time.Now().Add(20 * time.Second)
+		if late {
+			ev.mu.Lock()
+			target = ev.recorded
+			ev.mu.Unlock()
+		}
+		deadline := time.Now().Add(10 * time.Second)
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() { // wake the wait below at the deadline
@@ -441,7 +450,7 @@ func (d *Device) WaitEvent(e cuda.Event) error {
 		defer ev.mu.Unlock()
 		for ev.completed < target {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("sim rank %d: stream waited 20s for rank %d's event: device deadlock", d.rank, ev.rank)
+				return fmt.Errorf("sim rank %d: stream waited 10s for rank %d's event: device deadlock", d.rank, ev.rank)
 			}
 			ev.cond.Wait()
 		}
