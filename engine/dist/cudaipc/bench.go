@@ -197,11 +197,11 @@ func Bench(ctx context.Context, dc *DeviceComm, opts BenchOptions) ([]BenchRow, 
 	return rows, nil
 }
 
-// BenchRank is one rank of a benchmark job from start to end: the device
-// ($TESSERA_CUDA_DEVICE or 0), the tcp transport from the environment (tcp.FromEnv: torchrun's
+// BenchRank is one rank of a benchmark job from start to end: the device (OpenLocal), the
+// tcp transport from the environment (tcp.FromEnv: torchrun's
 // variables as `tessera-qa launch` sets them), the communicator, Bench, and a clean close.
 func BenchRank(ctx context.Context, opts BenchOptions) ([]BenchRow, error) {
-	dev, err := Open(-1)
+	dev, err := OpenLocal()
 	if err != nil {
 		return nil, err
 	}

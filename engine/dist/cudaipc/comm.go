@@ -207,7 +207,7 @@ func New(ctx context.Context, dev Device, t dist.Transport, opts Options) (*Devi
 			ev, err := dev.ImportEvent(h)
 			if err != nil {
 				cleanup()
-				return nil, errs.New(errs.CommInit, "cuda transport rank %d: cannot open rank %d's interprocess event (is it on this node and device-visible?): %v", c.rank, p, err)
+				return nil, errs.New(errs.CommInit, "cuda transport rank %d: cannot open rank %d's interprocess event (ranks must be separate processes on one node: CUDA refuses a handle in the process that exported it): %v", c.rank, p, err)
 			}
 			c.peerEv[p][i] = ev
 			created = append(created, ev)

@@ -63,7 +63,7 @@ func gpu(t *testing.T) cuda.DeviceInfo {
 
 // rankSetup opens the device, joins the job over tcp and creates the communicator.
 func rankSetup(ctx context.Context, timeout time.Duration) (*DeviceComm, *tcp.Transport, error) {
-	dev, err := Open(-1)
+	dev, err := OpenLocal()
 	if err != nil {
 		return nil, nil, err
 	}
