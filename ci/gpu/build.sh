@@ -13,10 +13,10 @@ for pkg in ./suites/* ./engine/backend/cuda; do
   name=$(basename "$pkg")
   go test -c -ldflags="-s -w" -o "$out/$name.test" "$pkg"
 done
-# The device transports' GPU tests (engine/dist/cudaipc, engine/dist/nccl): plain go test
+# The device transports' GPU tests (engine/dist/devreduce, cudaipc, nccl): plain go test
 # binaries, in their own folder because run.sh runs them without Ginkgo's flags.
 mkdir -p "$out/dist"
-for pkg in ./engine/dist/cudaipc ./engine/dist/nccl; do
+for pkg in ./engine/dist/devreduce ./engine/dist/cudaipc ./engine/dist/nccl; do
   go test -c -ldflags="-s -w" -o "$out/dist/$(basename "$pkg").test" "$pkg"
 done
 # The golden suite again, built with the GPU code generator's planted faults compiled in

@@ -29,7 +29,8 @@ for t in "$bin"/*.test; do
      -ginkgo.json-report="$out/$name.json" "${extra[@]}") > "$out/$name.log" 2>&1 || { echo "FAIL $name"; fail=1; }
   tail -3 "$out/$name.log"
 done
-# The device transports (engine/dist/cudaipc: 2 and 4 ranks as processes on the one GPU
+# The device transports (engine/dist/devreduce: the shared reduction kernel against the host's
+# bits; engine/dist/cudaipc: 2 and 4 ranks as processes on the one GPU
 # through CUDA IPC, and the all_reduce benchmark; engine/dist/nccl: world size 1, and whether
 # NCCL takes two ranks on one GPU). Each writes its case lines and benchmark rows to
 # $out/<name>/ (TESSERA_GPU_ARTIFACTS); TESSERA_GPU_BENCH=0 skips the benchmark.
