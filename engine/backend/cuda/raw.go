@@ -2,7 +2,9 @@ package cuda
 
 import (
 	"context"
+	"os"
 	"runtime"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -35,6 +37,29 @@ func OpenRaw(ordinal int) (*Raw, error) {
 		return nil, err
 	}
 	return &Raw{o: b.o, info: b.info}, nil
+}
+
+// OpenLocalRaw opens the device of this process's local rank: $TESSERA_CUDA_DEVICE when set,
+// else LOCAL_RANK (as torchrun and tessera-qa launch set it) modulo the visible devices, so the
+// ranks of a multi-GPU node spread over its GPUs and every rank of a one-GPU machine shares
+// device 0.
+func OpenLocalRaw() (*Raw, error) {
+	if os.Getenv("TESSERA_CUDA_DEVICE") != "" {
+		return OpenRaw(-1)
+	}
+	local := 0
+	if v := os.Getenv("LOCAL_RANK"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, errs.New(errs.Input, "LOCAL_RANK=%q is not a rank", v)
+		}
+		local = n
+	}
+	devs, err := Devices()
+	if err != nil {
+		return nil, err
+	}
+	return OpenRaw(local % len(devs))
 }
 
 // Info describes the device.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
-	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -201,16 +200,7 @@ func Bench(ctx context.Context, dc *DeviceComm, opts BenchOptions) ([]BenchRow, 
 // tcp transport from the environment (tcp.FromEnv: torchrun's
 // variables as `tessera-qa launch` sets them), the communicator, Bench, and a clean close.
 func BenchRank(ctx context.Context, opts BenchOptions) ([]BenchRow, error) {
-	dev, err := OpenLocal()
-	if err != nil {
-		return nil, err
-	}
-	t, err := tcp.FromEnv(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	dc, err := New(ctx, dev, t, Options{Timeout: 2 * time.Minute})
+	dc, err := Join(ctx, Options{Timeout: 2 * time.Minute})
 	if err != nil {
 		return nil, err
 	}

@@ -37,12 +37,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
@@ -75,6 +77,7 @@ type Options struct {
 type DeviceComm struct {
 	dev         Device
 	t           dist.Transport
+	ownT        io.Closer // the transport Join opened, closed by Close
 	opts        Options
 	rank, world int
 	sms         int
@@ -214,6 +217,27 @@ func New(ctx context.Context, dev Device, t dist.Transport, opts Options) (*Devi
 		}
 	}
 	return c, nil
+}
+
+// Join is one rank's whole setup under a launcher (tessera-qa launch, torchrun, srun): the
+// local rank's device (OpenLocal), the tcp transport from the environment (tcp.FromEnv,
+// bounded by opts.Timeout when set) and New. Close closes the transport too.
+func Join(ctx context.Context, opts Options) (*DeviceComm, error) {
+	dev, err := OpenLocal()
+	if err != nil {
+		return nil, err
+	}
+	t, err := tcp.FromEnv(ctx, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := New(ctx, dev, t, opts)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	dc.ownT = t
+	return dc, nil
 }
 
 // Rank and World place this member; Device is its GPU; Mode its reduction mode.
@@ -648,6 +672,9 @@ func (c *DeviceComm) Close(ctx context.Context) error {
 	}
 	note(cl.handshake(phaseClosed))
 	note(c.release())
+	if c.ownT != nil {
+		note(c.ownT.Close())
+	}
 	if c.broken != nil {
 		return errs.Wrap(errs.Internal, c.broken, "cuda transport rank %d: closed after a failure", c.rank)
 	}

@@ -2,11 +2,8 @@ package cudaipc
 
 import (
 	"context"
-	"os"
-	"strconv"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
-	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
 // Device is what a DeviceComm needs from one GPU. *cuda.Raw implements it (Open returns one);
@@ -49,25 +46,12 @@ func Open(ordinal int) (Device, error) {
 	return r, nil
 }
 
-// OpenLocal opens the device of this process's local rank: $TESSERA_CUDA_DEVICE when set,
-// else LOCAL_RANK (as torchrun and tessera-qa launch set it) modulo the visible devices, so
-// the ranks of a multi-GPU node spread over its GPUs and every rank of a one-GPU machine
-// shares device 0.
+// OpenLocal opens the device of this process's local rank (cuda.OpenLocalRaw:
+// $TESSERA_CUDA_DEVICE, else LOCAL_RANK modulo the visible devices).
 func OpenLocal() (Device, error) {
-	if os.Getenv("TESSERA_CUDA_DEVICE") != "" {
-		return Open(-1)
-	}
-	local := 0
-	if v := os.Getenv("LOCAL_RANK"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return nil, errs.New(errs.Input, "LOCAL_RANK=%q is not a rank", v)
-		}
-		local = n
-	}
-	devs, err := cuda.Devices()
+	r, err := cuda.OpenLocalRaw()
 	if err != nil {
 		return nil, err
 	}
-	return Open(local % len(devs))
+	return r, nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/internal/gpucheck"
 	"github.com/tessera-qa/tessera-qa/engine/dist/internal/spawn"
-	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
@@ -61,22 +60,10 @@ func gpu(t *testing.T) cuda.DeviceInfo {
 	return devs[0]
 }
 
-// rankSetup opens the device, joins the job over tcp and creates the communicator.
-func rankSetup(ctx context.Context, timeout time.Duration) (*DeviceComm, *tcp.Transport, error) {
-	dev, err := OpenLocal()
-	if err != nil {
-		return nil, nil, err
-	}
-	t, err := tcp.FromEnv(ctx, timeout)
-	if err != nil {
-		return nil, nil, err
-	}
-	dc, err := New(ctx, dev, t, Options{Timeout: timeout})
-	if err != nil {
-		t.Close()
-		return nil, nil, err
-	}
-	return dc, t, nil
+// rankSetup joins the job: the local device, the tcp transport from the environment, the
+// communicator (whose Close closes the transport).
+func rankSetup(ctx context.Context, timeout time.Duration) (*DeviceComm, error) {
+	return Join(ctx, Options{Timeout: timeout})
 }
 
 // deviceCase is gpucheck's device run on a DeviceComm: Alloc'ed buffers (read in place by the
@@ -167,11 +154,10 @@ func runMatrix(ctx context.Context, dc *DeviceComm, maxCount int, emit func(gpuc
 
 func childCollectives() error {
 	ctx := context.Background()
-	dc, t, err := rankSetup(ctx, 3*time.Minute)
+	dc, err := rankSetup(ctx, 3*time.Minute)
 	if err != nil {
 		return err
 	}
-	defer t.Close()
 	failed, err := runMatrix(ctx, dc, 1<<20, func(r gpucheck.Result) { fmt.Println(r) })
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -242,14 +228,13 @@ func TestGPUCollectivesAsProcesses(t *testing.T) {
 
 func childPeerDeath() error {
 	ctx := context.Background()
-	dc, t, err := rankSetup(ctx, 20*time.Second)
+	dc, err := rankSetup(ctx, 20*time.Second)
 	if err != nil {
 		return err
 	}
 	if dc.Rank() == 1 {
 		os.Exit(0) // dies without closing: its connections and mappings vanish with it
 	}
-	defer t.Close()
 	b, err := dc.Alloc(ctx, 4096)
 	if err != nil {
 		return err

@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/devreduce"
+	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
@@ -56,6 +58,7 @@ type Comm struct {
 	a           *api
 	dev         Device
 	t           dist.Transport // control plane: the unique id, call checks (nil for world 1)
+	ownT        io.Closer      // the transport Join opened, closed by Close
 	opts        Options
 	rank, world int
 
@@ -85,6 +88,31 @@ func New(ctx context.Context, dev Device, t dist.Transport, opts Options) (*Comm
 		return nil, err
 	}
 	return newComm(ctx, a, dev, t, opts)
+}
+
+// Join is one rank's whole setup under a launcher (tessera-qa launch, torchrun, srun): the
+// local rank's device (cuda.OpenLocalRaw: $TESSERA_CUDA_DEVICE, else LOCAL_RANK modulo the
+// devices), the tcp transport from the environment as the control plane (tcp.FromEnv) and
+// New. Close closes the transport too.
+func Join(ctx context.Context, opts Options) (*Comm, error) {
+	if _, err := load(); err != nil {
+		return nil, err
+	}
+	raw, err := cuda.OpenLocalRaw()
+	if err != nil {
+		return nil, err
+	}
+	t, err := tcp.FromEnv(ctx, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	c, err := New(ctx, raw, t, opts)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	c.ownT = t
+	return c, nil
 }
 
 func newComm(ctx context.Context, a *api, dev Device, t dist.Transport, opts Options) (*Comm, error) {
@@ -790,6 +818,11 @@ func (c *Comm) Close(ctx context.Context) error {
 			first = err
 		}
 		c.syncEv = 0
+	}
+	if c.ownT != nil {
+		if err := c.ownT.Close(); err != nil && first == nil {
+			first = err
+		}
 	}
 	return first
 }
