@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,7 +148,13 @@ func newComm(ctx context.Context, a *api, dev Device, t dist.Transport, opts Opt
 	err := dev.Do(func() error {
 		r := a.ncclCommInitRankConfig(&comm, int32(c.world), id, int32(c.rank), &cfg)
 		if r != ncclSuccess && r != ncclInProgress {
-			return a.errorf(errs.CommInit, r, "rank %d: ncclCommInitRankConfig(nranks=%d)", c.rank, c.world)
+			err := a.errorf(errs.CommInit, r, "nccl rank %d: ncclCommInitRankConfig(nranks=%d)", c.rank, c.world)
+			if a.ncclGetLastError != nil {
+				if msg := a.ncclGetLastError(comm); msg != "" {
+					err = errs.New(errs.CommInit, "%s: %s", strings.TrimPrefix(err.Error(), string(errs.CommInit)+": "), msg)
+				}
+			}
+			return err
 		}
 		return nil
 	})

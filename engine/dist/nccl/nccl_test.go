@@ -458,3 +458,23 @@ func TestMismatchedCallsAreDesync(t *testing.T) {
 		}
 	}
 }
+
+// A refusal at the call (NCCL's answer to two ranks on one GPU, for instance) is E_COMM_INIT
+// carrying NCCL's own message, and nothing is left to abort.
+func TestInitRefusedAtTheCallIsCommInitWithNCCLsMessage(t *testing.T) {
+	node := simgpu.NewNode(0)
+	w := newFakeWorld(node, 1)
+	dev := node.NewDevice(0, 1)
+	defer dev.Stop()
+	a := w.api(0, dev)
+	a.ncclCommInitRankConfig = func(comm *uintptr, nranks int32, id UniqueID, r int32, cfg *config) result {
+		return ncclInvalidUsage
+	}
+	_, err := newComm(context.Background(), a, dev, nil, Options{Timeout: time.Second})
+	if errs.CodeOf(err) != errs.CommInit || !strings.Contains(err.Error(), "ncclInvalidUsage") || !strings.Contains(err.Error(), "fake last error") {
+		t.Fatalf("%v: want E_COMM_INIT with ncclInvalidUsage and NCCL's last error", err)
+	}
+	if strings.Count(err.Error(), "E_COMM_INIT") != 1 {
+		t.Errorf("code repeated: %v", err)
+	}
+}
