@@ -41,27 +41,9 @@ func (c *Comm) AllReduceMulti(ctx context.Context, dt numerics.DType, parts [][]
 	if err != nil {
 		return err
 	}
-	n, me := c.World(), c.me
-	red, err := cl.reduceScatter(parts, count, OpReduce)
-	if err != nil {
-		return err
-	}
+	lo, hi := chunk(count, c.World(), c.me)
 	size := dt.Size()
-	lo, hi := chunk(count, n, me)
-	// Every send of phase one has returned, so recv (which may alias parts[0]) is free to write.
-	copy(recv[lo*size:hi*size], red)
-	return cl.each(func(cl *call, p int) error {
-		if err := cl.send(p, OpAllReduce, 0, recv[lo*size:hi*size]); err != nil {
-			return err
-		}
-		plo, phi := chunk(count, n, p)
-		f, err := cl.recv(p, OpAllReduce, phi-plo)
-		if err != nil {
-			return err
-		}
-		copy(recv[plo*size:phi*size], f.Payload)
-		return nil
-	})
+	return cl.pipelined(parts, count, recv[lo*size:hi*size], recv, OpReduce, OpAllReduce)
 }
 
 func (cl *call) checkParts(parts [][]byte, recv []byte) (int, error) {
@@ -91,52 +73,6 @@ func (cl *call) checkParts(parts [][]byte, recv []byte) (int, error) {
 
 func (r RedOp) valid() bool { return r >= Sum && r < redLimit }
 
-// reduceScatter sends every other rank its chunk of this rank's contributions, receives this
-// rank's chunk from everyone and reduces it in the mode's order. It returns the reduced chunk.
-func (cl *call) reduceScatter(parts [][]byte, count int, op Op) ([]byte, error) {
-	n, me, size := cl.c.World(), cl.c.me, cl.dt.Size()
-	lo, hi := chunk(count, n, me)
-	got := make([][][]byte, n) // got[q]: rank q's contributions to this rank's chunk
-	for _, p := range parts {
-		got[me] = append(got[me], p[lo*size:hi*size])
-	}
-	err := cl.each(func(cl *call, p int) error {
-		plo, phi := chunk(count, n, p)
-		if err := cl.send(p, op, uint32(len(parts)), gatherChunks(parts, plo*size, phi*size)); err != nil {
-			return err
-		}
-		f, err := cl.recv(p, op, -1)
-		if err != nil {
-			return err
-		}
-		m, w := int(f.Aux), hi-lo
-		if m < 1 || int(f.Count) != m*w {
-			return errs.New(errs.Desync, "%s: rank %d sent %d elements as %d contributions, this rank's chunk has %d elements: the ranks called with different counts",
-				cl.where(), cl.c.ranks[p], f.Count, m, w)
-		}
-		for k := 0; k < m; k++ {
-			got[p] = append(got[p], f.Payload[k*w*size:(k+1)*w*size])
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	ordered := make([][]byte, 0, n*len(parts))
-	for k := 0; k < n; k++ {
-		q := k
-		if cl.c.opts.Mode == Fast {
-			q = (me + k) % n // a ring's order: it differs per chunk, which is what fast mode allows
-		}
-		ordered = append(ordered, got[q]...)
-	}
-	out := make([]byte, (hi-lo)*size)
-	if err := reduce(cl.c.opts.Mode, cl.dt, cl.red, ordered, out); err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "%s", cl.where())
-	}
-	return out, nil
-}
-
 // gatherChunks returns the [lo, hi) byte range of every part, back to back; with one part it
 // is a view, not a copy.
 func gatherChunks(parts [][]byte, lo, hi int) []byte {
@@ -164,12 +100,8 @@ func (c *Comm) ReduceScatter(ctx context.Context, dt numerics.DType, send, recv 
 	}
 	// With count = n*per, chunk(count, n, j) is exactly rank j's receive buffer.
 	n := c.World()
-	red, err := cl.reduceScatter([][]byte{send}, per*n, OpReduceScatter)
-	if err != nil {
-		return err
-	}
-	copy(recv, red)
-	return nil
+	// In place (recv is send's chunk for this rank) is fine: the reduction is elementwise.
+	return cl.pipelined([][]byte{send}, per*n, recv, nil, OpReduceScatter, OpReduceScatter)
 }
 
 // AllGather concatenates every rank's send buffer, in rank order, into recv on every rank.

@@ -1,0 +1,202 @@
+package dist
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+)
+
+// segmentBytes is the unit of the reduction pipeline: small enough that the reduction of one
+// segment overlaps the transfer of the next, large enough that per-frame costs vanish.
+const segmentBytes = 1 << 20
+
+// segments splits a chunk of n elements into pipeline segments of at most per elements. An
+// empty chunk still has one (empty) segment, so every pair exchanges at least one frame and a
+// mismatched call is caught.
+func segments(n, per int) int {
+	if n == 0 {
+		return 1
+	}
+	return (n + per - 1) / per
+}
+
+// pipelined is the reduce-scatter (and, when gather is set, the following all-gather) of
+// parts over the communicator. Each owner's chunk moves in segments: as soon as every rank's
+// contributions to segment k of this rank's chunk have arrived, the segment is reduced (in the
+// mode's order, into mine) and sent on to every peer while later segments are still in
+// flight. The arithmetic per element is the same as without segments, so the bits are too.
+//
+// mine is where this rank's reduced chunk goes; with gather, full is the whole receive buffer
+// and mine is its slice for this rank. full may alias parts[0]: a peer sends its reduced
+// segment k only after receiving this rank's segment k, so by then the transport is done with
+// the bytes that the segment overwrites.
+func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB Op) error {
+	n, me, size := cl.c.World(), cl.c.me, cl.dt.Size()
+	per := max(1, segmentBytes/size)
+	lo, hi := chunk(count, n, me)
+	nseg := segments(hi-lo, per)
+	seg := func(chunkLen, k int) (int, int) { return k * per, min(chunkLen, (k+1)*per) }
+
+	// got[k][q]: rank q's contributions to segment k of this rank's chunk.
+	got := make([][][][]byte, nseg)
+	for k := range got {
+		got[k] = make([][][]byte, n)
+		a, b := seg(hi-lo, k)
+		for _, p := range parts {
+			got[k][me] = append(got[k][me], p[(lo+a)*size:(lo+b)*size])
+		}
+	}
+	var mu sync.Mutex
+	arrived := make([]int, nseg)
+	ready := make([]chan struct{}, nseg) // closed when segment k of mine is reduced
+	for k := range ready {
+		ready[k] = make(chan struct{})
+	}
+	complete := make(chan int, nseg) // segment k has every peer's contributions
+
+	var fns []func(*call) error
+	for p := 0; p < n; p++ {
+		if p == me {
+			continue
+		}
+		plo, phi := chunk(count, n, p)
+		fns = append(fns, func(cl *call) error { // to p: its chunk's segments, then ours reduced
+			for k := range segments(phi-plo, per) {
+				a, b := seg(phi-plo, k)
+				if err := cl.send(p, opA, uint32(len(parts)), gatherChunks(parts, (plo+a)*size, (plo+b)*size)); err != nil {
+					return err
+				}
+			}
+			if full == nil {
+				return nil
+			}
+			for k := range nseg {
+				select {
+				case <-ready[k]:
+				case <-cl.ctx.Done():
+					return cl.commErr(cl.ctx.Err(), p, "sending to")
+				}
+				a, b := seg(hi-lo, k)
+				if err := cl.send(p, opB, 0, mine[a*size:b*size]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, func(cl *call) error { // from p: its contributions to our segments, then its chunk
+			for k := range nseg {
+				f, err := cl.recv(p, opA, -1)
+				if err != nil {
+					return err
+				}
+				a, b := seg(hi-lo, k)
+				m, w := int(f.Aux), b-a
+				if m < 1 || int(f.Count) != m*w {
+					return errs.New(errs.Desync, "%s: rank %d sent %d elements as %d contributions for a segment of %d elements: the ranks called with different counts",
+						cl.where(), cl.c.ranks[p], f.Count, m, w)
+				}
+				contrib := make([][]byte, m)
+				for i := range contrib {
+					contrib[i] = f.Payload[i*w*size : (i+1)*w*size]
+				}
+				mu.Lock()
+				got[k][p] = contrib
+				arrived[k]++
+				if arrived[k] == n-1 {
+					complete <- k
+				}
+				mu.Unlock()
+			}
+			if full == nil {
+				return nil
+			}
+			for k := range segments(phi-plo, per) {
+				a, b := seg(phi-plo, k)
+				f, err := cl.recv(p, opB, b-a)
+				if err != nil {
+					return err
+				}
+				copy(full[(plo+a)*size:(plo+b)*size], f.Payload)
+			}
+			return nil
+		})
+	}
+	fns = append(fns, func(cl *call) error { // the reducer, in segment order
+		done := make([]bool, nseg)
+		next := 0
+		for next < nseg {
+			if n > 1 && !done[next] {
+				select {
+				case k := <-complete:
+					done[k] = true
+					continue
+				case <-cl.ctx.Done():
+					return cl.missing(got[next], &mu)
+				}
+			}
+			mu.Lock()
+			contribs := got[next]
+			mu.Unlock()
+			ordered := make([][]byte, 0, n*len(parts))
+			for i := 0; i < n; i++ {
+				q := i
+				if cl.c.opts.Mode == Fast {
+					q = (me + i) % n // a ring's order: it differs per chunk, which fast mode allows
+				}
+				ordered = append(ordered, contribs[q]...)
+			}
+			a, b := seg(hi-lo, next)
+			if err := reduce(cl.c.opts.Mode, cl.dt, cl.red, ordered, mine[a*size:b*size]); err != nil {
+				return errs.Wrap(errs.Internal, err, "%s", cl.where())
+			}
+			close(ready[next])
+			next++
+		}
+		return nil
+	})
+	return cl.group(fns)
+}
+
+// group runs fns concurrently and returns the first error; the first failure cancels the rest,
+// so no goroutine outlives the call.
+func (cl *call) group(fns []func(*call) error) error {
+	ctx, cancel := context.WithCancel(cl.ctx)
+	defer cancel()
+	inner := *cl
+	inner.ctx = ctx
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(&inner); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil && (first == context.Canceled || first == context.DeadlineExceeded) {
+		return errs.New(errs.TimeoutComm, "%s: %v", cl.where(), first)
+	}
+	return first
+}
+
+// missing names the ranks whose contributions to a segment never came.
+func (cl *call) missing(seg [][][]byte, mu *sync.Mutex) error {
+	mu.Lock()
+	defer mu.Unlock()
+	var silent []int
+	for q, c := range seg {
+		if c == nil {
+			silent = append(silent, cl.c.ranks[q])
+		}
+	}
+	if len(silent) == 0 || cl.ctx.Err() != context.DeadlineExceeded {
+		return errs.New(errs.TimeoutComm, "%s: cancelled", cl.where())
+	}
+	return errs.New(errs.TimeoutComm, "%s: no contribution from rank(s) %v within %s (rank %d is silent or stuck)",
+		cl.where(), silent, time.Since(cl.start).Round(time.Millisecond), silent[0])
+}
