@@ -48,10 +48,6 @@ func joiner(name string) (Joiner, error) {
 	if j, ok := joiners[name]; ok {
 		return j, nil
 	}
-	switch name {
-	case "cuda", "nccl":
-		return nil, errs.New(errs.Unsupported, "collectives: the %s transport is not built into this tessera-qa yet (available: inproc, tcp)", name)
-	}
 	return nil, errs.New(errs.Input, "collectives: unknown transport %q (want inproc, tcp, cuda or nccl)", name)
 }
 
@@ -80,6 +76,10 @@ type Options struct {
 	Delay         time.Duration // injected per-frame delays (Config.Delay)
 	Mismatch      *Mismatch
 	VsGloo        bool
+	// CompareHost runs the same cases, worlds and modes on the inproc host transport in the
+	// same command and puts its digests beside every row (CompareHost): how a device run
+	// proves it gives the host transports' bits.
+	CompareHost bool
 	// Progress hears about inproc runs and rank 0 of a job: world, cases done, total.
 	Progress func(world, done, total int)
 	// Program and Args start one rank of a self-launched tcp job (tessera-qa and the verb's
@@ -156,12 +156,35 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			}
 		}
 	default:
-		j, err := joiner(o.Transport)
-		if err != nil {
-			return nil, err
+		var join func(ctx context.Context) (member, error)
+		if IsDevice(o.Transport) {
+			if err := checkDeviceOptions(o); err != nil {
+				return nil, err
+			}
+			join = func(ctx context.Context) (member, error) { return joinDevice(ctx, o.Transport, o.Timeout) }
+		} else {
+			j, err := joiner(o.Transport)
+			if err != nil {
+				return nil, err
+			}
+			join = func(ctx context.Context) (member, error) {
+				t, err := j(ctx, 0)
+				if err != nil {
+					return nil, err
+				}
+				return tcpMember{t}, nil
+			}
 		}
 		if InJob() {
-			return runJobRank(ctx, o, cfg, rep, j)
+			return runJobRank(ctx, o, cfg, rep, join)
+		}
+		if IsDevice(o.Transport) {
+			// Before any rank starts: no device or no libnccl is one E_NO_DEVICE line.
+			class, err := DeviceProbe(ctx, o.Transport)
+			if err != nil {
+				return nil, err
+			}
+			rep.DeviceClass = class
 		}
 		worlds := o.Worlds
 		if len(worlds) == 0 {
@@ -173,6 +196,9 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 				return &Outcome{Exit: exit}, err
 			}
 			rep.Rows = append(rep.Rows, sub.Rows...)
+			if sub.DeviceClass != "" && IsDevice(o.Transport) {
+				rep.DeviceClass = sub.DeviceClass
+			}
 		}
 	}
 	if err := finish(ctx, o, rep); err != nil {
@@ -183,7 +209,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 
 // runJobRank is one rank of a job started by a launcher (tessera-qa launch, torchrun, srun, or
 // by SelfLaunch).
-func runJobRank(ctx context.Context, o Options, cfg Config, rep *Report, j Joiner) (*Outcome, error) {
+func runJobRank(ctx context.Context, o Options, cfg Config, rep *Report, join func(context.Context) (member, error)) (*Outcome, error) {
 	n, err := JobWorld()
 	if err != nil {
 		return nil, err
@@ -192,27 +218,28 @@ func runJobRank(ctx context.Context, o Options, cfg Config, rep *Report, j Joine
 		return nil, errs.New(errs.Input, "collectives: --np %v, but the launcher started a world of %d (WORLD_SIZE): leave --np out under a launcher", o.Worlds, n)
 	}
 	cfg.Cases = o.Matrix.Cases(n)
-	t, err := j(ctx, 0)
+	m, err := join(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer t.Close()
+	defer m.close()
+	if dc := m.deviceClass(); dc != "" {
+		rep.DeviceClass = dc
+	}
 	for mi, mode := range o.Modes {
 		c := cfg
 		c.Mode = mode
-		// One communicator per mode, each with its own id: frames of one never meet the other.
-		c.commID = uint32(mi)
 		if o.Progress != nil {
 			total := len(c.Cases) * len(o.Modes)
 			c.Progress = func(done, _ int) { o.Progress(n, mi*len(c.Cases)+done, total) }
 		}
-		rows, err := RunRank(ctx, NewComm(t, c), c)
+		rows, err := m.runMode(ctx, c, mi)
 		if err != nil {
 			return nil, err
 		}
 		rep.Rows = append(rep.Rows, rows...)
 	}
-	if t.Rank() != 0 {
+	if m.rank() != 0 {
 		return &Outcome{Quiet: true}, nil
 	}
 	if err := finish(ctx, o, rep); err != nil {
@@ -231,6 +258,23 @@ func runJobRank(ctx context.Context, o Options, cfg Config, rep *Report, j Joine
 	return &Outcome{Report: rep}, nil
 }
 
+// checkDeviceOptions refuses what the device transports cannot do: exact mode (not
+// implemented on the device communicators), injected delays and mismatched calls (they act on
+// host frames), --vs gloo (a CPU comparison). All E_INPUT, before anything starts.
+func checkDeviceOptions(o Options) error {
+	switch {
+	case slices.Contains(o.Modes, dist.Exact):
+		return errs.New(errs.Input, "collectives --transport %s --mode exact: exact mode is not implemented on the device transports (run it on inproc or tcp)", o.Transport)
+	case o.Delay > 0:
+		return errs.New(errs.Input, "collectives --transport %s --delay: injected delays act on host frames (use inproc or tcp)", o.Transport)
+	case o.Mismatch != nil:
+		return errs.New(errs.Input, "collectives --transport %s --mismatch: mismatched calls are checked on the host transports", o.Transport)
+	case o.VsGloo:
+		return errs.New(errs.Input, "collectives --transport %s --vs gloo: gloo is compared with the host transports (inproc, tcp)", o.Transport)
+	}
+	return nil
+}
+
 // TCPJoiner is the built-in tcp transport's joiner.
 func init() {
 	RegisterTransport("tcp", func(ctx context.Context, timeout time.Duration) (dist.Transport, error) {
@@ -243,6 +287,17 @@ func finish(ctx context.Context, o Options, rep *Report) error {
 	if o.VsGloo {
 		if err := addGloo(ctx, o, rep.Rows, &rep.Notes); err != nil {
 			return err
+		}
+	}
+	if o.CompareHost {
+		if o.Transport == "inproc" {
+			rep.Notes = append(rep.Notes, "--compare-host: the rows are the inproc host transport's already")
+		} else {
+			host, err := hostTwins(ctx, o, rep.Rows)
+			if err != nil {
+				return err
+			}
+			rep.Checks = append(rep.Checks, CompareHost(rep.Rows, host))
 		}
 	}
 	worlds := map[int]bool{}
@@ -347,4 +402,32 @@ func addGloo(ctx context.Context, o Options, rows []Row, notes *[]string) error 
 		}
 	}
 	return nil
+}
+
+// hostTwins runs, on the inproc transport, every (world, mode) the rows cover, on the same
+// cases and seed, untimed (digests do not depend on timing).
+func hostTwins(ctx context.Context, o Options, rows []Row) ([]Row, error) {
+	type wm struct {
+		world int
+		mode  string
+	}
+	seen := map[wm]bool{}
+	var out []Row
+	for _, r := range rows {
+		k := wm{r.World, r.Mode}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		mode, err := dist.ParseMode(r.Mode)
+		if err != nil {
+			return nil, err
+		}
+		host, err := RunInproc(ctx, r.World, Config{Cases: o.Matrix.Cases(r.World), Mode: mode, Seed: o.Seed, Timeout: o.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, host...)
+	}
+	return out, nil
 }

@@ -53,6 +53,18 @@ type Row struct {
 	GlooTimeUS   float64 `json:"gloo_time_us,omitempty"`
 	GlooBusBWGBs float64 `json:"gloo_busbw_gbs,omitempty"`
 	Ratio        float64 `json:"ratio,omitempty"`
+	// Device transports (cuda, nccl): rank 0's device-to-device copy of the row's bytes on its
+	// GPU, timed with CUDA events in the same run (median after warm-up), its bandwidth
+	// (bytes / time), and busbw over it: the ceiling a one-GPU collective is measured against.
+	CopyUS      float64 `json:"copy_us,omitempty"`
+	CopyGBs     float64 `json:"copy_gbs,omitempty"`
+	BusOverCopy float64 `json:"busbw_over_copy,omitempty"`
+	// --compare-host: the digests of the same case, world and mode on the inproc host
+	// transport, run in the same command, and whether they equal this row's (out of place and
+	// in place). Nil when not compared.
+	HostDigest   string `json:"host_digest,omitempty"`
+	HostDigestIP string `json:"host_digest_ip,omitempty"`
+	HostEqual    *bool  `json:"host_equal,omitempty"`
 }
 
 // Key identifies a row across runs and transports: everything but the transport.
@@ -88,6 +100,13 @@ func buildRow(cs Case, transport string, mode dist.Mode, n int, recs []record) R
 	row.TimeUS, row.TimeUSIP = secs*1e6, secsIP*1e6
 	row.AlgBWGBs, row.BusBWGBs = Bandwidth(cs.Op, n, row.Bytes, secs)
 	row.AlgBWGBsIP, row.BusBWGBsIP = Bandwidth(cs.Op, n, row.Bytes, secsIP)
+	if c := recs[0].copySecs; c > 0 && row.Bytes > 0 {
+		row.CopyUS = c * 1e6
+		row.CopyGBs = float64(row.Bytes) / c / 1e9
+		if row.BusBWGBs > 0 {
+			row.BusOverCopy = row.BusBWGBs / row.CopyGBs
+		}
+	}
 
 	var notes []string
 	if row.Wrong+row.WrongIP+row.SplitWrong > 0 {
@@ -243,4 +262,51 @@ func short(d string) string {
 		return d[:12]
 	}
 	return d
+}
+
+// CompareHost puts the digests of host (rows of the inproc host transport for the same cases,
+// worlds and modes) beside rows (a device transport's): HostDigest, HostDigestIP and
+// HostEqual on every row with a host twin (same Key). A row whose mode guarantees bits and
+// whose digests differ from the host's fails (OK false, with a note); fast-mode rows are
+// reported, not judged (their bits are not promised). The returned check passes when every
+// bit-guaranteed row has a host twin with equal digests.
+func CompareHost(rows, host []Row) Check {
+	by := map[string]Row{}
+	for _, r := range host {
+		by[r.Key()] = r
+	}
+	transport := "device"
+	compared, fastDiff := 0, 0
+	var bad []string
+	for i := range rows {
+		r := &rows[i]
+		transport = r.Transport
+		h, ok := by[r.Key()]
+		if !ok {
+			if r.BitsGuaranteed {
+				bad = append(bad, r.Key()+": no host row to compare with")
+			}
+			continue
+		}
+		eq := h.Digest == r.Digest && h.DigestIP == r.DigestIP
+		r.HostDigest, r.HostDigestIP, r.HostEqual = h.Digest, h.DigestIP, &eq
+		compared++
+		switch {
+		case eq:
+		case r.BitsGuaranteed:
+			bad = append(bad, fmt.Sprintf("%s: %s gave %s, %s gave %s", r.Key(), h.Transport, short(h.Digest), r.Transport, short(r.Digest)))
+			r.OK = false
+			if r.Note != "" {
+				r.Note += "; "
+			}
+			r.Note += "bits differ from the " + h.Transport + " host transport's"
+		default:
+			fastDiff++
+		}
+	}
+	name := fmt.Sprintf("%s rows: the same bits as the inproc host transport (%d rows compared", transport, compared)
+	if fastDiff > 0 {
+		name += fmt.Sprintf("; %d fast-mode rows differ, which fast mode allows", fastDiff)
+	}
+	return Check{Name: name + ")", Passed: len(bad) == 0 && compared > 0, Detail: bad}
 }

@@ -118,9 +118,12 @@ type record struct {
 	secs, secsIP               float64
 	digest, digestIP, split    [32]byte
 	hasSplit                   bool
+	// copySecs: device transports, rank 0: the median time of a device-to-device copy of the
+	// case's bytes on this rank's GPU, measured in the same run (0: not measured).
+	copySecs float64
 }
 
-const recSize = 3*8 + 2*8 + 3*32 + 1
+const recSize = 3*8 + 2*8 + 3*32 + 1 + 8
 
 func (r *record) put(b []byte) {
 	le := binary.LittleEndian
@@ -136,6 +139,7 @@ func (r *record) put(b []byte) {
 	if r.hasSplit {
 		b[136] = 1
 	}
+	le.PutUint64(b[137:], math.Float64bits(r.copySecs))
 }
 
 func getRecord(b []byte) record {
@@ -147,6 +151,7 @@ func getRecord(b []byte) record {
 	copy(r.digestIP[:], b[72:104])
 	copy(r.split[:], b[104:136])
 	r.hasSplit = b[136] == 1
+	r.copySecs = math.Float64frombits(le.Uint64(b[137:]))
 	return r
 }
 
@@ -175,6 +180,13 @@ func RunRank(ctx context.Context, c *dist.Comm, cfg Config) ([]Row, error) {
 			cfg.Progress(i+1, len(cfg.Cases))
 		}
 	}
+	return gatherRows(ctx, c, cfg, c.Transport().Name(), recs)
+}
+
+// gatherRows gathers every rank's records (recs: this rank's, one per case) over c and builds
+// the rows, the same on every rank.
+func gatherRows(ctx context.Context, c *dist.Comm, cfg Config, transport string, recs []byte) ([]Row, error) {
+	n := c.World()
 	all := make([]byte, n*len(recs))
 	if err := c.AllGather(ctx, numerics.I8, recs, all); err != nil {
 		return nil, err
@@ -185,7 +197,7 @@ func RunRank(ctx context.Context, c *dist.Comm, cfg Config) ([]Row, error) {
 		for q := range n {
 			per[q] = getRecord(all[q*len(recs)+i*recSize:])
 		}
-		rows[i] = buildRow(cs, c.Transport().Name(), cfg.Mode, n, per)
+		rows[i] = buildRow(cs, transport, cfg.Mode, n, per)
 	}
 	return rows, nil
 }
@@ -330,23 +342,37 @@ func timeIt(ctx context.Context, c *dist.Comm, cfg Config, fn func() error) (flo
 			return 0, err
 		}
 	}
-	mine := make([]byte, 8*cfg.Iters)
-	for i := range cfg.Iters {
-		if err := c.Barrier(ctx); err != nil {
-			return 0, err
-		}
+	return timeReps(ctx, c, cfg.Iters, func() (float64, error) {
 		t0 := time.Now()
 		if err := fn(); err != nil {
 			return 0, err
 		}
-		binary.LittleEndian.PutUint64(mine[8*i:], math.Float64bits(time.Since(t0).Seconds()))
+		return time.Since(t0).Seconds(), nil
+	})
+}
+
+// timeReps runs measure iters times, each after a barrier on c (outside the clock); measure
+// returns this rank's seconds for one call. A repetition's time is its slowest rank's (the
+// ranks' times are gathered over c); the result is the median over repetitions, the same on
+// every rank.
+func timeReps(ctx context.Context, c *dist.Comm, iters int, measure func() (float64, error)) (float64, error) {
+	mine := make([]byte, 8*iters)
+	for i := range iters {
+		if err := c.Barrier(ctx); err != nil {
+			return 0, err
+		}
+		s, err := measure()
+		if err != nil {
+			return 0, err
+		}
+		binary.LittleEndian.PutUint64(mine[8*i:], math.Float64bits(s))
 	}
 	n := c.World()
 	all := make([]byte, n*len(mine))
 	if err := c.AllGather(ctx, numerics.F64, mine, all); err != nil {
 		return 0, err
 	}
-	reps := make([]float64, cfg.Iters)
+	reps := make([]float64, iters)
 	for q := range n {
 		for i := range reps {
 			reps[i] = math.Max(reps[i], math.Float64frombits(binary.LittleEndian.Uint64(all[q*len(mine)+8*i:])))

@@ -11,9 +11,11 @@ import (
 // place and in place; then the first 12 hex digits of the row's digest, and gloo's time,
 // busbw and the ratio when --vs gloo measured them.
 func PrintTable(w io.Writer, rows []Row) {
-	gloo := false
+	gloo, dev, host := false, false, false
 	for _, r := range rows {
 		gloo = gloo || r.GlooTimeUS > 0
+		dev = dev || r.CopyGBs > 0
+		host = host || r.HostEqual != nil
 	}
 	var group string
 	for _, r := range rows {
@@ -32,6 +34,12 @@ func PrintTable(w io.Writer, rows []Row) {
 			if gloo {
 				extra, units = "  gloo(us) gloo-busbw   ratio", "               (GB/s)  busbw"
 			}
+			if dev {
+				extra, units = extra+"       copy bus/copy", units+"     (GB/s)"
+			}
+			if host {
+				extra, units = extra+"  host", units+"  bits"
+			}
 			fmt.Fprintln(w, "#"+strings.Repeat(" ", 61)+"out-of-place"+strings.Repeat(" ", 23)+"in-place")
 			head := func(cols ...any) {
 				fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("# %10s %13s %9s %7s %6s %9s %7s %7s %6s %9s %7s %7s %6s  %-12s%s", cols...), " "))
@@ -44,6 +52,19 @@ func PrintTable(w io.Writer, rows []Row) {
 			us(r.TimeUSIP), bw(r.AlgBWGBsIP, r.TimeUSIP), bw(r.BusBWGBsIP, r.TimeUSIP), r.WrongIP, short(r.Digest))
 		if gloo {
 			line += fmt.Sprintf("  %8s %10s %7s", us(r.GlooTimeUS), bw(r.GlooBusBWGBs, r.GlooTimeUS), ratio(r.Ratio))
+		}
+		if dev {
+			line += fmt.Sprintf("  %9s %8s", bw(r.CopyGBs, r.CopyUS), ratio(r.BusOverCopy))
+		}
+		if host {
+			eq := "-"
+			if r.HostEqual != nil {
+				eq = "same"
+				if !*r.HostEqual {
+					eq = "DIFF"
+				}
+			}
+			line += fmt.Sprintf("  %4s", eq)
 		}
 		if !r.OK {
 			line += "  FAIL: " + r.Note
@@ -117,6 +138,9 @@ func PrintSummary(w io.Writer, rep *Report) {
 		}
 	}
 	printModeCost(w, rep.ModeCost)
+	if rep.DeviceClass != "" && !strings.HasPrefix(rep.DeviceClass, "cpu/") {
+		fmt.Fprintf(w, "# device: %s; times are CUDA events; copy = a device-to-device copy of the row's bytes on rank 0's GPU in the same run (bus/copy = busbw / copy bandwidth)\n", rep.DeviceClass)
+	}
 	if rep.Gloo != "" {
 		fmt.Fprintf(w, "# gloo: %s; ratio = our busbw / gloo's (above 1: faster than gloo)\n", rep.Gloo)
 	}
