@@ -42,7 +42,9 @@ func runFakeCuda(t *testing.T, n int, cfg Config) ([]Row, *fakeNode, error) {
 					b, err := dc.Alloc(ctx, n)
 					return b.Ptr, err
 				},
-				Free: func(ctx context.Context, p uint64, n int) error { return dc.Free(ctx, cudaipc.Buffer{Ptr: p, Bytes: n}) },
+				Free: func(ctx context.Context, p uint64, n int) error {
+					return dc.Free(ctx, cudaipc.Buffer{Ptr: p, Bytes: n})
+				},
 			}
 			rc := cfg
 			if r != 0 {
@@ -155,10 +157,12 @@ func (lazyComm) AllReduce(context.Context, numerics.DType, uint64, uint64, int, 
 func (lazyComm) ReduceScatter(context.Context, numerics.DType, uint64, uint64, int, dist.RedOp) error {
 	return nil
 }
-func (lazyComm) AllGather(context.Context, numerics.DType, uint64, uint64, int) error      { return nil }
-func (lazyComm) Broadcast(context.Context, numerics.DType, uint64, uint64, int, int) error { return nil }
-func (lazyComm) AllToAll(context.Context, numerics.DType, uint64, uint64, int) error       { return nil }
-func (lazyComm) Synchronize(context.Context) error                                         { return nil }
+func (lazyComm) AllGather(context.Context, numerics.DType, uint64, uint64, int) error { return nil }
+func (lazyComm) Broadcast(context.Context, numerics.DType, uint64, uint64, int, int) error {
+	return nil
+}
+func (lazyComm) AllToAll(context.Context, numerics.DType, uint64, uint64, int) error { return nil }
+func (lazyComm) Synchronize(context.Context) error                                   { return nil }
 
 // What the device path refuses: exact mode (E_UNSUPPORTED), host-frame faults (E_INPUT).
 func TestDeviceRankRefusals(t *testing.T) {
