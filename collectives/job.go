@@ -115,6 +115,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			return nil, errs.New(errs.Input, "collectives: world size %d (want 1..%d)", n, MaxInprocWorld)
 		}
 	}
+	if IsDevice(o.Transport) {
+		if err := checkDeviceOptions(o); err != nil {
+			return nil, err
+		}
+	}
 	var glooInfo string
 	if o.VsGloo && !InJob() {
 		if GlooBench == nil || GlooProbe == nil {
@@ -158,9 +163,6 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	default:
 		var join func(ctx context.Context) (member, error)
 		if IsDevice(o.Transport) {
-			if err := checkDeviceOptions(o); err != nil {
-				return nil, err
-			}
 			join = func(ctx context.Context) (member, error) { return joinDevice(ctx, o.Transport, o.Timeout) }
 		} else {
 			j, err := joiner(o.Transport)

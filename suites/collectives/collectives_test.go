@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/tessera-qa/tessera-qa/collectives"
+	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
@@ -303,11 +304,27 @@ var _ = Describe("collectives over tcp processes", Label("cpu"), func() {
 		Entry("--np other than the launcher's WORLD_SIZE", []string{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29999"}, "--np", "3"),
 	)
 
-	It("answers E_UNSUPPORTED with exit 3 for a transport that is not built in", func() {
-		for _, tr := range []string{"cuda", "nccl"} {
-			r := runBin(nil, "collectives", "--transport", tr, "--np", "2")
-			Expect(r.code).To(Equal(3), r.stderr)
-			Expect(r.stderr).To(HavePrefix("tessera-qa: E_UNSUPPORTED: "))
+	It("answers one E_NO_DEVICE line and exit 3 for a device transport on a machine without a GPU, starting no rank", func() {
+		if _, err := cuda.Devices(); err == nil {
+			Skip("this machine has a CUDA device")
 		}
+		for _, args := range [][]string{
+			{"--transport", "cuda", "--np", "2"},
+			{"--transport", "cuda", "--np", "4", "--compare-host", "--json", "-"},
+			{"--transport", "nccl", "--np", "1"},
+		} {
+			r := runBin(nil, append([]string{"collectives", "-e", "1K"}, args...)...)
+			Expect(r.code).To(Equal(3), r.stderr)
+			Expect(strings.Split(strings.TrimSpace(r.stderr), "\n")).To(HaveLen(1))
+			Expect(r.stderr).To(HavePrefix("tessera-qa: E_NO_DEVICE: "))
+			Expect(r.stdout).To(BeEmpty())
+			Expect(leftovers()).To(BeEmpty())
+		}
+	})
+
+	It("refuses exact mode on a device transport with one E_INPUT line and exit 2", func() {
+		r := runBin(nil, "collectives", "--transport", "cuda", "--np", "2", "--mode", "exact", "-e", "1K")
+		Expect(r.code).To(Equal(2), r.stderr)
+		Expect(r.stderr).To(HavePrefix("tessera-qa: E_INPUT: "))
 	})
 })

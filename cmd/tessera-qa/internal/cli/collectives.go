@@ -56,7 +56,16 @@ Transports: inproc runs the ranks as goroutines. tcp runs them as processes: wit
 launcher this command starts --np copies of itself (engine/dist/launch) and rank 0 gathers every
 rank's digests and counts over the communicator; under "tessera-qa launch", torchrun or srun,
 or with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set by hand, it joins as that rank (rank
-0 prints). cuda and nccl answer E_UNSUPPORTED until they are built in.
+0 prints). cuda and nccl are the device transports, launched the same way: each rank opens its
+local GPU (several ranks may share one; NCCL takes one rank per GPU, so --np 1 on a one-GPU
+machine), uploads the same seeded inputs, runs the device communicator out of place and in
+place, downloads and checks the results as the host rows do (same #wrong, same digests), and
+times each call with CUDA events; each row also carries a device-to-device copy of its bytes
+timed on rank 0's GPU in the same run (copy GB/s, busbw over it). Exact mode, --delay,
+--mismatch and --vs are host-transport features (E_INPUT with a device transport). Without a
+CUDA device (or libnccl for nccl) the command prints one E_NO_DEVICE line and starts no rank.
+--compare-host runs the same cases on the inproc host transport in the same command and shows,
+per row, whether the bits are the same (a failing row when the mode guarantees bits).
 
 --np takes a list (1,2,3,4,8) to run several worlds; in exact mode the same 24 contributions
 split over each world must then give identical bits on every all_reduce row. The table adds
@@ -75,7 +84,8 @@ the transport, gloo or the rendezvous is missing (E_UNSUPPORTED, E_NO_DEVICE, E_
   tessera-qa collectives --ops all_reduce --redops all --dtypes all -b 8 -e 64M -f 4
   tessera-qa collectives --transport tcp --np 4 --json -
   tessera-qa collectives --mode exact --np 1,2,3,4,8 --ops all_reduce --dtypes f32,bf16
-  tessera-qa launch --nproc-per-node 3 -- tessera-qa collectives --transport tcp`,
+  tessera-qa launch --nproc-per-node 3 -- tessera-qa collectives --transport tcp
+  tessera-qa collectives --transport cuda --np 4 --compare-host --json cuda4.json`,
 		Args: exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -184,7 +194,7 @@ the transport, gloo or the rendezvous is missing (E_UNSUPPORTED, E_NO_DEVICE, E_
 	f.StringVarP(&maxBytes, "maxbytes", "e", "1M", "largest size of the sweep (up to 64M is sensible on a CPU)")
 	f.IntVarP(&factor, "stepfactor", "f", 4, "factor between sizes of the sweep")
 	f.IntVar(&root, "root", 0, "broadcast's root rank")
-	f.StringVar(&transport, "transport", "inproc", "inproc (goroutines), tcp (processes), cuda or nccl")
+	f.StringVar(&transport, "transport", "inproc", "inproc (goroutines), tcp (processes), cuda (processes on GPUs, CUDA IPC) or nccl")
 	f.StringVar(&np, "np", "", "world size, or a comma-separated list of them (default 4; under a launcher its WORLD_SIZE)")
 	f.StringVar(&mode, "mode", "deterministic", "reduction mode: deterministic, fast or exact; a list runs each and compares their times")
 	f.IntVar(&o.Iters, "iters", 20, "timed calls per case and placement (0: check only)")
@@ -193,6 +203,7 @@ the transport, gloo or the rendezvous is missing (E_UNSUPPORTED, E_NO_DEVICE, E_
 	f.DurationVar(&o.Timeout, "timeout", dist.DefaultTimeout, "limit for each collective call")
 	f.DurationVar(&o.Delay, "delay", 0, "hold every frame a rank sends for a random time up to this, to reorder arrivals")
 	f.StringVar(&vs, "vs", "", "also time torch.distributed with gloo on the same world and sizes: gloo")
+	f.BoolVar(&o.CompareHost, "compare-host", false, "also run the cases on the inproc host transport and report per row whether the digests are equal")
 	f.StringVar(&mismatch, "mismatch", "", "testing: RANK:count|dtype|op makes that rank call every case differently (E_DESYNC expected)")
 	f.MarkHidden("mismatch")
 	addJSONFlag(cmd, &jsonPath)
@@ -224,12 +235,12 @@ func minOf(s []int) int {
 }
 
 // childArgs rebuilds the verb's command line from the flags the user set: for the ranks of a
-// tcp job (rank=true: without --np, --json and --vs, which the starting process handles) or
-// for the report.
+// tcp or device job (rank=true: without --np, --json, --vs and --compare-host, which the
+// starting process handles) or for the report.
 func childArgs(cmd *cobra.Command, rank bool) []string {
 	args := []string{"collectives"}
 	cmd.Flags().Visit(func(fl *pflag.Flag) {
-		if rank && (fl.Name == "np" || fl.Name == "json" || fl.Name == "vs") {
+		if rank && (fl.Name == "np" || fl.Name == "json" || fl.Name == "vs" || fl.Name == "compare-host") {
 			return
 		}
 		v := fl.Value.String()

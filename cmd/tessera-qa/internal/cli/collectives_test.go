@@ -9,6 +9,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/collectives"
 	"github.com/tessera-qa/tessera-qa/differential"
+	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
@@ -69,8 +70,10 @@ func TestCollectivesBadInput(t *testing.T) {
 		{[]string{"--np", "2", "--root", "2"}, ExitUsage, "E_INPUT"},
 		{[]string{"--iters", "-1"}, ExitUsage, "E_INPUT"},
 		{[]string{"--transport", "pigeon"}, ExitUsage, "E_INPUT"},
-		{[]string{"--transport", "cuda"}, ExitMissing, "E_UNSUPPORTED"},
-		{[]string{"--transport", "nccl", "--np", "1"}, ExitMissing, "E_UNSUPPORTED"},
+		{[]string{"--transport", "cuda", "--mode", "exact"}, ExitUsage, "E_INPUT"},
+		{[]string{"--transport", "cuda", "--mode", "deterministic,exact"}, ExitUsage, "E_INPUT"},
+		{[]string{"--transport", "nccl", "--np", "1", "--delay", "1ms"}, ExitUsage, "E_INPUT"},
+		{[]string{"--transport", "cuda", "--vs", "gloo"}, ExitUsage, "E_INPUT"},
 		{[]string{"--vs", "nccl"}, ExitUsage, "E_INPUT"},
 		{[]string{"--np", "3", "--mismatch", "1:count", "--timeout", "5s"}, ExitUsage, "E_DESYNC"},
 	} {
@@ -127,5 +130,28 @@ func TestCollectivesVsGlooColumns(t *testing.T) {
 	}
 	if rep.Gloo != "fake gloo" || len(rep.Notes) != 1 || !strings.Contains(o.stderr, "gloo(us)") || !strings.Contains(o.stderr, "# note: E_UNSUPPORTED: gloo has no avg") {
 		t.Errorf("gloo %q notes %v\n%s", rep.Gloo, rep.Notes, o.stderr)
+	}
+}
+
+// Without a CUDA device the device transports are one E_NO_DEVICE line and exit 3, found
+// before any rank is started (the program the ranks would run does not even exist here).
+func TestCollectivesDeviceTransportWithoutDevice(t *testing.T) {
+	if _, err := cuda.Devices(); err == nil {
+		t.Skip("a CUDA device is present")
+	}
+	exe := collectivesExe
+	t.Cleanup(func() { collectivesExe = exe })
+	collectivesExe = func() (string, error) { return filepath.Join(t.TempDir(), "no-such-tessera-qa"), nil }
+	for _, args := range [][]string{
+		{"--transport", "cuda", "--np", "2"},
+		{"--transport", "cuda", "--np", "4", "--compare-host", "--json", "-"},
+		{"--transport", "nccl", "--np", "1"},
+	} {
+		start := time.Now()
+		o := cli(t, append([]string{"collectives", "-e", "1K"}, args...)...)
+		o.want(t, ExitMissing, "E_NO_DEVICE")
+		if o.stdout != "" || time.Since(start) > 10*time.Second {
+			t.Errorf("%v: stdout %q after %s", args, o.stdout, time.Since(start))
+		}
 	}
 }
