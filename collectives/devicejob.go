@@ -96,6 +96,11 @@ func joinDevice(ctx context.Context, transport string, timeout time.Duration) (*
 func (m *deviceMember) rank() int    { return m.t.Rank() }
 func (m *deviceMember) close() error { return m.t.Close() }
 func (m *deviceMember) deviceClass() string {
+	if m.transport == "nccl" {
+		if v, err := nccl.Version(); err == nil {
+			return "nccl " + v + "/" + m.raw.Info().String()
+		}
+	}
 	return m.transport + "/" + m.raw.Info().String()
 }
 

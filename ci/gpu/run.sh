@@ -40,4 +40,25 @@ for t in "$bin"/dist/*.test; do
   (cd "$out" && TESSERA_GPU_ARTIFACTS="$out/$name" "$OLDPWD/$t" -test.run GPU -test.v -test.timeout 40m > "$name.log" 2>&1) || { echo "FAIL $name"; fail=1; }
   grep -E "^(--- |ok|FAIL|PASS)" "$out/$name.log" | tail -20
 done
+# tessera-qa collectives over the device transports (issue 9): the cuda transport with 2 and 4
+# ranks as processes on the one GPU and NCCL with world size 1, each checked against the float64
+# answer and, with --compare-host, against the inproc host transport's bits in the same command
+# (inproc and tcp give the same bits by contract). Two runs each: the correctness matrix (every
+# op, reduction and dtype, odd counts, sizes to 256 KiB) and an all_reduce f32 busbw sweep (1 to
+# 64 MiB) beside the device copy bandwidth measured in the same run. JSON reports and tables in
+# $out/collectives-<transport>-np<N>-{matrix,busbw}.{json,log}.
+coll_matrix=(--ops all --redops all --dtypes all --counts 0,1,7,1021 -b 64 -e 256K -f 16 --iters 5 --warmup 2)
+coll_busbw=(--ops all_reduce --redops sum --dtypes f32 --counts none -b 1M -e 64M -f 4 --iters 20 --warmup 5)
+for run in "cuda 2" "cuda 4" "nccl 1"; do
+  read -r tr np <<< "$run"
+  for kind in matrix busbw; do
+    name=collectives-$tr-np$np-$kind
+    args=("coll_$kind[@]")
+    extra=()
+    if [ "$tr" = nccl ] && [ "$kind" = busbw ]; then extra=(--mode deterministic,fast); fi
+    "$bin/tessera-qa" collectives --transport "$tr" --np "$np" --compare-host "${!args}" "${extra[@]}" \
+      --json "$out/$name.json" > "$out/$name.log" 2>&1 || { echo "FAIL $name"; fail=1; }
+    grep -E "^(# check|# device|# Out of bounds|# Avg bus|PASS|FAIL|tessera-qa: E_)" "$out/$name.log" | tail -6
+  done
+done
 exit $fail
