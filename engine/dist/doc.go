@@ -9,6 +9,9 @@
 // do not depend on the world size or the split of the data either. Fast mode makes no promise.
 //
 // Files: frame.go (the wire header every transport carries), transport.go (the Transport
-// interface), inproc.go (ranks as goroutines), comm.go (communicators, deadlines, desync
-// detection), collectives.go (the algorithms), reduce.go (the local, ordered reductions).
+// interface), inproc.go (ranks as goroutines), intercept.go (faults on real frames), comm.go
+// (communicators, deadlines, desync detection), collectives.go (the algorithms), pipeline.go
+// (the segmented reduce-scatter + all-gather behind all_reduce), reduce.go (the local, ordered
+// reductions). Subpackages: exact (exact summation), mesh and dtensor (layouts), tcp, rdzv and
+// launch (processes), cudaipc, nccl and devreduce (device buffers), run (rank programs).
 package dist
