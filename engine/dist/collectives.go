@@ -128,6 +128,7 @@ func (c *Comm) AllGather(ctx context.Context, dt numerics.DType, send, recv []by
 			return err
 		}
 		copy(recv[p*b:(p+1)*b], f.Payload)
+		c.recycle(f)
 		return nil
 	})
 }
@@ -161,6 +162,7 @@ func (c *Comm) Broadcast(ctx context.Context, dt numerics.DType, send, recv []by
 		return errs.New(errs.Desync, "%s: rank %d broadcast as root %d, this rank expected root %d", cl.where(), cl.c.ranks[root], f.Aux, root)
 	}
 	copy(recv, f.Payload)
+	c.recycle(f)
 	return nil
 }
 
@@ -187,6 +189,7 @@ func (c *Comm) AllToAll(ctx context.Context, dt numerics.DType, send, recv []byt
 			return err
 		}
 		copy(recv[p*b:(p+1)*b], f.Payload)
+		c.recycle(f)
 		return nil
 	})
 }
@@ -234,6 +237,7 @@ func (c *Comm) Recv(ctx context.Context, dt numerics.DType, buf []byte, peer int
 		return err
 	}
 	copy(buf, f.Payload)
+	c.recycle(f)
 	return nil
 }
 

@@ -68,7 +68,8 @@ func (t *inproc) Send(ctx context.Context, to int, f *Frame) error {
 	default:
 	}
 	// The copy is what lets the caller reuse its buffer as soon as Send returns.
-	c := &Frame{Header: f.Header, Payload: append([]byte(nil), f.Payload...)}
+	c := &Frame{Header: f.Header, Payload: PayloadBuffer(len(f.Payload))}
+	copy(c.Payload, f.Payload)
 	select {
 	case t.h.box(boxKey{f.Comm, t.rank, to}) <- c:
 		return nil
@@ -105,4 +106,10 @@ func (t *inproc) Recv(ctx context.Context, comm uint32, from int) (*Frame, error
 func (t *inproc) Close() error {
 	t.once.Do(func() { close(t.h.closed[t.rank]) })
 	return nil
+}
+
+// Recycle takes back a received frame's payload (Recycler).
+func (t *inproc) Recycle(f *Frame) {
+	RecyclePayload(f.Payload)
+	f.Payload = nil
 }

@@ -49,6 +49,7 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 		}
 	}
 	var mu sync.Mutex
+	frames := make([][]*Frame, nseg) // received frames of segment k, recycled once it is reduced
 	arrived := make([]int, nseg)
 	ready := make([]chan struct{}, nseg) // closed when segment k of mine is reduced
 	for k := range ready {
@@ -102,6 +103,7 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 				}
 				mu.Lock()
 				got[k][p] = contrib
+				frames[k] = append(frames[k], f)
 				arrived[k]++
 				if arrived[k] == n-1 {
 					complete <- k
@@ -118,6 +120,7 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 					return err
 				}
 				copy(full[(plo+a)*size:(plo+b)*size], f.Payload)
+				cl.c.recycle(f)
 			}
 			return nil
 		})
@@ -151,6 +154,10 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 				return errs.Wrap(errs.Internal, err, "%s", cl.where())
 			}
 			close(ready[next])
+			mu.Lock()
+			cl.c.recycle(frames[next]...)
+			frames[next] = nil
+			mu.Unlock()
 			next++
 		}
 		return nil

@@ -292,7 +292,7 @@ func (t *Transport) read(p *peer) {
 			return
 		}
 		n, _ := h.PayloadLen()
-		f := &dist.Frame{Header: h, Payload: make([]byte, n)}
+		f := &dist.Frame{Header: h, Payload: dist.PayloadBuffer(n)}
 		if _, err := io.ReadFull(r, f.Payload); err != nil {
 			t.readEnded(p, err)
 			return
@@ -428,4 +428,10 @@ func (c *Config) check() error {
 
 func (t *Transport) String() string {
 	return fmt.Sprintf("tcp rank %d/%d job %s at %s", t.rank, t.world, t.job, t.addr)
+}
+
+// Recycle takes back a received frame's payload for later frames (dist.Recycler).
+func (t *Transport) Recycle(f *dist.Frame) {
+	dist.RecyclePayload(f.Payload)
+	f.Payload = nil
 }
