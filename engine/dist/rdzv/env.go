@@ -38,8 +38,9 @@ type Env struct {
 	// JobID keeps the keys of concurrent jobs on one store apart and is checked in the
 	// transports' handshakes.
 	JobID string
-	// StoreAddr is the rendezvous store's host:port. ServeStore says rank 0 serves it there
-	// (torchrun-style variables, srun); false when a launcher already serves it (TESSERA_RDZV).
+	// StoreAddr is the rendezvous store's host:port, or an etcd cluster's etcd://... URL
+	// (TESSERA_RDZV=etcd://...). ServeStore says rank 0 serves it there (torchrun-style
+	// variables, srun); false when a launcher or an etcd cluster already serves it (TESSERA_RDZV).
 	StoreAddr  string
 	ServeStore bool
 	// Timeout bounds the rendezvous (TESSERA_RDZV_TIMEOUT, default DefaultTimeout).
@@ -51,7 +52,7 @@ type Env struct {
 
 // The variables ParseEnv reads besides torchrun's and Slurm's.
 const (
-	EnvStore   = "TESSERA_RDZV"         // tcp://host:port of a store served by the launcher
+	EnvStore   = "TESSERA_RDZV"         // tcp://host:port of a store served by the launcher, or etcd://host:port[,...][/prefix]
 	EnvJob     = "TESSERA_RDZV_JOB"     // job id
 	EnvTimeout = "TESSERA_RDZV_TIMEOUT" // rendezvous timeout: a Go duration ("90s") or seconds
 )
@@ -71,7 +72,8 @@ func FromOS() (Env, error) { return ParseEnv(os.LookupEnv) }
 //
 // The store is rank 0's, at MASTER_ADDR:MASTER_PORT; under torchrun's agent store
 // (TORCHELASTIC_USE_AGENT_STORE=True, where torchrun's own store holds MASTER_PORT) at
-// MASTER_PORT+1. TESSERA_RDZV=tcp://host:port names a store a launcher already serves.
+// MASTER_PORT+1. TESSERA_RDZV=tcp://host:port names a store a launcher already serves;
+// TESSERA_RDZV=etcd://host:port[,host:port...][/prefix] an etcd cluster (see DialEtcd).
 // Missing or malformed variables are one E_INPUT line naming the variable.
 func ParseEnv(lookup func(string) (string, bool)) (Env, error) {
 	get := func(k string) string { v, _ := lookup(k); return v }
@@ -368,9 +370,13 @@ func parseStoreURL(u string) (string, error) {
 	rest, ok := strings.CutPrefix(u, "tcp://")
 	if !ok {
 		if strings.HasPrefix(u, "etcd://") {
-			return "", errs.New(errs.Unsupported, "%s=%s: etcd rendezvous is not built in yet; use tcp://host:port or rank 0's store (MASTER_ADDR, MASTER_PORT)", EnvStore, u)
+			eu, err := ParseEtcdURL(u)
+			if err != nil {
+				return "", errs.Wrap(errs.Input, err, "%s", EnvStore)
+			}
+			return eu.String(), nil // Join dials it with DialEtcd
 		}
-		return "", errs.New(errs.Input, "%s=%.80q: want tcp://host:port", EnvStore, u)
+		return "", errs.New(errs.Input, "%s=%.80q: want tcp://host:port or etcd://host:port[,host:port...][/prefix]", EnvStore, u)
 	}
 	host, port, err := net.SplitHostPort(rest)
 	if err != nil {
@@ -425,6 +431,10 @@ func (e Env) ListenAddr() string {
 	}
 	return net.JoinHostPort("", port)
 }
+
+// IsEtcd reports whether the rendezvous goes through an etcd cluster (StoreAddr is an
+// etcd:// URL) rather than a TCP store.
+func (e Env) IsEtcd() bool { return strings.HasPrefix(e.StoreAddr, "etcd://") }
 
 // IsLoopback reports whether host is localhost or a loopback address.
 func IsLoopback(host string) bool {

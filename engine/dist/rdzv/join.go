@@ -264,7 +264,8 @@ func (s *Session) Close() error {
 	return err
 }
 
-// Join is the start of every rank: rank 0 serves the store (unless a launcher serves it),
+// Join is the start of every rank: rank 0 serves the store (unless a launcher serves it, or
+// TESSERA_RDZV names an etcd cluster, whose keys for the job live under <prefix>/<job>/),
 // every rank connects to it and announces itself, and Join returns when all env.World ranks
 // have come. A rank that does not come within env.Timeout (or ctx's earlier deadline) is
 // E_COMM_INIT naming it, on every rank that came; so is a rank number claimed twice and a
@@ -287,7 +288,13 @@ func Join(ctx context.Context, env Env) (*Session, error) {
 		}
 		sess.server = srv
 	}
-	store, err := Dial(ctx, env.StoreAddr)
+	var store Store
+	var err error
+	if env.IsEtcd() {
+		store, err = DialEtcd(ctx, env.StoreAddr, EtcdJob(env.JobID))
+	} else {
+		store, err = Dial(ctx, env.StoreAddr)
+	}
 	if err != nil {
 		if sess.server != nil {
 			sess.server.Close()
@@ -311,6 +318,11 @@ func Join(ctx context.Context, env Env) (*Session, error) {
 			sess.server.closeWhenIdle(verdictGrace)
 		}
 		return nil, err
+	}
+	if cl, ok := store.(*etcdStore); ok && env.Rank == 0 {
+		// Every rank is past the barrier: clear it, so that a next run of the same job id
+		// within the lease's TTL meets afresh (the TCP store dies with its run).
+		cl.clearPrefix(ctx, name+"/")
 	}
 	return sess, nil
 }

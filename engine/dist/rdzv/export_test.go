@@ -1,0 +1,4 @@
+package rdzv
+
+// StartEtcdForTest serves the embedded etcd of the tests to the external test package.
+var StartEtcdForTest = startEtcd
