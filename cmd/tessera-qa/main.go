@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/tessera-qa/tessera-qa/cmd/tessera-qa/internal/cli"
+	_ "github.com/tessera-qa/tessera-qa/engine/dist/rdzv/etcd" // TESSERA_RDZV=etcd://... for every rank this binary runs
 )
 
 func main() {

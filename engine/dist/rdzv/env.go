@@ -73,7 +73,7 @@ func FromOS() (Env, error) { return ParseEnv(os.LookupEnv) }
 // The store is rank 0's, at MASTER_ADDR:MASTER_PORT; under torchrun's agent store
 // (TORCHELASTIC_USE_AGENT_STORE=True, where torchrun's own store holds MASTER_PORT) at
 // MASTER_PORT+1. TESSERA_RDZV=tcp://host:port names a store a launcher already serves;
-// TESSERA_RDZV=etcd://host:port[,host:port...][/prefix] an etcd cluster (see DialEtcd).
+// TESSERA_RDZV=etcd://host:port[,host:port...][/prefix] an etcd cluster (package rdzv/etcd, which a program imports to allow it).
 // Missing or malformed variables are one E_INPUT line naming the variable.
 func ParseEnv(lookup func(string) (string, bool)) (Env, error) {
 	get := func(k string) string { v, _ := lookup(k); return v }
@@ -374,7 +374,7 @@ func parseStoreURL(u string) (string, error) {
 			if err != nil {
 				return "", errs.Wrap(errs.Input, err, "%s", EnvStore)
 			}
-			return eu.String(), nil // Join dials it with DialEtcd
+			return eu.String(), nil // Join dials it through package rdzv/etcd
 		}
 		return "", errs.New(errs.Input, "%s=%.80q: want tcp://host:port or etcd://host:port[,host:port...][/prefix]", EnvStore, u)
 	}

@@ -291,7 +291,7 @@ func Join(ctx context.Context, env Env) (*Session, error) {
 	var store Store
 	var err error
 	if env.IsEtcd() {
-		store, err = DialEtcd(ctx, env.StoreAddr, EtcdJob(env.JobID))
+		store, err = dialEtcd(ctx, env.StoreAddr, env.JobID)
 	} else {
 		store, err = Dial(ctx, env.StoreAddr)
 	}
@@ -319,10 +319,12 @@ func Join(ctx context.Context, env Env) (*Session, error) {
 		}
 		return nil, err
 	}
-	if cl, ok := store.(*etcdStore); ok && env.Rank == 0 {
+	if cl, ok := store.(interface {
+		ClearPrefix(context.Context, string) error
+	}); ok && env.Rank == 0 {
 		// Every rank is past the barrier: clear it, so that a next run of the same job id
 		// within the lease's TTL meets afresh (the TCP store dies with its run).
-		cl.clearPrefix(ctx, name+"/")
+		cl.ClearPrefix(ctx, name+"/")
 	}
 	return sess, nil
 }

@@ -3,6 +3,8 @@ package rdzv
 import (
 	"context"
 	"time"
+
+	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
 // Store is the key-value store the ranks of one job meet through. Every call is bounded by
@@ -40,3 +42,29 @@ func bounded(ctx context.Context, d time.Duration) (context.Context, context.Can
 	}
 	return context.WithTimeout(ctx, d)
 }
+
+// etcdDialer opens an etcd-backed Store; package rdzv/etcd registers it when a program imports
+// it, so that programs without it do not link etcd's client.
+var etcdDialer func(ctx context.Context, url, job string) (Store, error)
+
+// RegisterEtcd installs the etcd store's dialer (package rdzv/etcd calls it from init).
+func RegisterEtcd(dial func(ctx context.Context, url, job string) (Store, error)) { etcdDialer = dial }
+
+func dialEtcd(ctx context.Context, url, job string) (Store, error) {
+	if etcdDialer == nil {
+		return nil, errs.New(errs.Unsupported, "TESSERA_RDZV=%s: this program was built without the etcd store (import engine/dist/rdzv/etcd)", url)
+	}
+	return etcdDialer(ctx, url, job)
+}
+
+// Bounded is ctx with a deadline: its own, or d (DefaultTimeout when d <= 0). Every Store
+// implementation bounds its calls with it.
+func Bounded(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return bounded(ctx, d)
+}
+
+// CheckKey refuses a key no store accepts (empty or too long), naming the store.
+func CheckKey(addr, key string) error { return checkKey(addr, key) }
+
+// MaxKeys is how many keys one Wait or Check may name, for every store.
+const MaxKeys = maxArgs

@@ -2,7 +2,6 @@ package rdzv
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,48 +66,10 @@ func FuzzEtcdURL(f *testing.F) {
 }
 
 // An endpoint where nothing listens: E_COMM_INIT naming it, within the deadline.
-func TestDialEtcdUnreachable(t *testing.T) {
-	noLeak(t)
-	ep := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	start := time.Now()
-	_, err := DialEtcd(ctx, "etcd://"+ep+",127.0.0.1:1")
-	took := time.Since(start)
-	if errs.CodeOf(err) != errs.CommInit || !strings.Contains(err.Error(), ep+",127.0.0.1:1") || !strings.Contains(err.Error(), "unreachable") {
-		t.Fatalf("err %v", err)
-	}
-	if took > 2500*time.Millisecond {
-		t.Fatalf("took %s with a 1s deadline", took)
-	}
-	// Through Join: every rank fails the same way within TESSERA_RDZV_TIMEOUT.
-	env := rankEnv(t, 1, 2, 1, 800*time.Millisecond, EnvStore, "etcd://"+ep)
-	if !env.IsEtcd() || env.ServeStore {
-		t.Fatalf("env %s", env)
-	}
-	start = time.Now()
-	if _, err := Join(context.Background(), env); errs.CodeOf(err) != errs.CommInit || !strings.Contains(err.Error(), ep) {
-		t.Fatalf("join: %v", err)
-	}
-	if d := time.Since(start); d > 2500*time.Millisecond {
-		t.Fatalf("join took %s with a 800ms timeout", d)
-	}
-}
 
-func TestDialEtcdBadOptions(t *testing.T) {
-	ctx := context.Background()
-	for _, c := range []struct {
-		url  string
-		opts []EtcdOption
-		says string
-	}{
-		{"etcd://h:0", nil, "want etcd://"},
-		{"etcd://h:1", []EtcdOption{EtcdJob("a/b")}, "job"},
-		{"etcd://h:1", []EtcdOption{EtcdJob("")}, "job"},
-		{"etcd://h:1", []EtcdOption{EtcdTTL(time.Millisecond)}, "TTL"},
-	} {
-		if _, err := DialEtcd(ctx, c.url, c.opts...); errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), c.says) {
-			t.Errorf("%s: %v", c.url, err)
-		}
+func TestEtcdWithoutTheStorePackageIsUnsupported(t *testing.T) {
+	env := rankEnv(t, 0, 1, 1, time.Second, EnvStore, "etcd://127.0.0.1:2379")
+	if _, err := Join(context.Background(), env); errs.CodeOf(err) != errs.Unsupported || !strings.Contains(err.Error(), "rdzv/etcd") {
+		t.Fatalf("want E_UNSUPPORTED naming the package to import, got %v", err)
 	}
 }

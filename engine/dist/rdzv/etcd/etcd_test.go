@@ -1,4 +1,4 @@
-package rdzv
+package etcd
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
@@ -65,7 +66,7 @@ func etcdNoLeak(t *testing.T) {
 		for {
 			var leaked []string
 			for id, st := range goroutines() {
-				if _, old := before[id]; !old && (strings.Contains(st, "go.etcd.io/etcd/client/v3") || strings.Contains(st, "rdzv.(*etcdStore)")) {
+				if _, old := before[id]; !old && (strings.Contains(st, "go.etcd.io/etcd/client/v3") || strings.Contains(st, "etcd.(*store)")) {
 					leaked = append(leaked, st)
 				}
 			}
@@ -102,11 +103,11 @@ func freePortTB(t testing.TB) int {
 	return 0
 }
 
-func dialEtcd(t *testing.T, ep string, opts ...EtcdOption) Store {
+func dialEtcd(t *testing.T, ep string, opts ...Option) rdzv.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := DialEtcd(ctx, "etcd://"+ep, opts...)
+	st, err := Dial(ctx, "etcd://"+ep, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +126,11 @@ func rawEtcd(t *testing.T, ep string) *clientv3.Client {
 	return c
 }
 
-// The Store contract, as TestStoreOperations checks it for the TCP store.
+// The rdzv.Store contract, as TestStoreOperations checks it for the TCP store.
 func TestEtcdStoreOperations(t *testing.T) {
 	ep := startEtcd(t)
 	etcdNoLeak(t)
-	job := EtcdJob("ops")
+	job := Job("ops")
 	a, b := dialEtcd(t, ep, job), dialEtcd(t, ep, job)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -275,8 +276,8 @@ func TestEtcdJobsIsolatedAndLeased(t *testing.T) {
 	raw := rawEtcd(t, ep)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	a := dialEtcd(t, ep, EtcdJob("job-a"))
-	b := dialEtcd(t, ep, EtcdJob("job-b"))
+	a := dialEtcd(t, ep, Job("job-a"))
+	b := dialEtcd(t, ep, Job("job-b"))
 	if err := a.Set(ctx, "k", []byte("a")); err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +300,7 @@ func TestEtcdJobsIsolatedAndLeased(t *testing.T) {
 		t.Fatalf("job a reads %q", v)
 	}
 	// A URL prefix moves the namespace.
-	c := dialEtcd(t, ep+"/team/x", EtcdJob("job-a"), EtcdTTL(2*time.Second))
+	c := dialEtcd(t, ep+"/team/x", Job("job-a"), TTL(2*time.Second))
 	if p, _ := c.Check(ctx, "k"); p[0] {
 		t.Fatal("another prefix sees the default prefix's keys")
 	}
@@ -352,7 +353,7 @@ func TestEtcdAddAtomic(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make(chan int64, clients*each)
 	for c := range clients {
-		st := dialEtcd(t, ep, EtcdJob("add"))
+		st := dialEtcd(t, ep, Job("add"))
 		for g := range 2 {
 			wg.Add(1)
 			go func() {
@@ -382,10 +383,10 @@ func TestEtcdAddAtomic(t *testing.T) {
 	}
 }
 
-func etcdEnvs(t *testing.T, ep string, world int, timeout time.Duration, ranks ...int) []Env {
-	var envs []Env
+func etcdEnvs(t *testing.T, ep string, world int, timeout time.Duration, ranks ...int) []rdzv.Env {
+	var envs []rdzv.Env
 	for _, r := range ranks {
-		e := rankEnv(t, r, world, 1, timeout, EnvStore, "etcd://"+ep)
+		e := rankEnv(t, r, world, 1, timeout, rdzv.EnvStore, "etcd://"+ep)
 		if !e.IsEtcd() || e.ServeStore {
 			t.Fatalf("rank %d: %s", r, e)
 		}
@@ -402,7 +403,7 @@ func TestEtcdJoinFourRanks(t *testing.T) {
 		if j.err != nil {
 			t.Fatalf("rank %d: %v", r, j.err)
 		}
-		if j.sess.server != nil {
+		if j.sess.Env.ServeStore {
 			t.Errorf("rank %d serves a store although etcd does", r)
 		}
 	}
@@ -456,7 +457,7 @@ func TestEtcdJoinMissingRank(t *testing.T) {
 				if errs.CodeOf(j.err) != errs.CommInit || !strings.Contains(j.err.Error(), want) {
 					t.Errorf("rank %d: %v, want E_COMM_INIT saying %q", ranks[i], j.err, want)
 				}
-				if j.took > timeout+verdictGrace+2*time.Second {
+				if j.took > timeout+3*time.Second+2*time.Second {
 					t.Errorf("rank %d gave up after %s", ranks[i], j.took)
 				}
 			}

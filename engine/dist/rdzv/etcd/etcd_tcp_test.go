@@ -1,4 +1,4 @@
-package rdzv_test
+package etcd_test
 
 import (
 	"bytes"
@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
-	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
+	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv/etcd"
 	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
 // The tcp transport meets its peers through the etcd store as through the TCP one.
 func TestTCPConnectOverEtcd(t *testing.T) {
-	ep := rdzv.StartEtcdForTest(t)
+	ep := etcd.StartEtcdForTest(t)
 	const n = 3
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -23,7 +23,7 @@ func TestTCPConnectOverEtcd(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		st, err := rdzv.DialEtcd(ctx, "etcd://"+ep, rdzv.EtcdJob("tcp-over-etcd"))
+		st, err := etcd.Dial(ctx, "etcd://"+ep, etcd.Job("tcp-over-etcd"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,11 @@
-package rdzv
+// Package etcd is the rendezvous store over an etcd cluster (TESSERA_RDZV=etcd://...). It is
+// apart from package rdzv so that only programs that import it link etcd's client (and gRPC);
+// importing it registers the store with rdzv.Join.
+package etcd
 
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,8 +17,13 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
+
+func init() {
+	rdzv.RegisterEtcd(func(ctx context.Context, url, job string) (rdzv.Store, error) { return Dial(ctx, url, Job(job)) })
+}
 
 // The etcd store: the same Store over an etcd cluster, for clusters that run one
 // (TESSERA_RDZV=etcd://host:port[,host:port...][/prefix]). No rank serves anything; every
@@ -24,112 +31,35 @@ import (
 //
 // Keys live under <prefix>/<job>/ (prefix /tessera/rdzv unless the URL names one), so jobs
 // sharing a cluster never see each other's keys. Every key a client writes is attached to
-// that client's lease (DefaultEtcdTTL, kept alive while the client is open): a key expires
+// that client's lease (DefaultTTL, kept alive while the client is open): a key expires
 // one TTL after the last client that wrote it closed or died, so a crashed job leaves nothing
 // behind for long. Close does not revoke the lease: the other ranks may still read the keys.
 //
-// Every call is bounded by ctx's deadline (DefaultTimeout when it has none): etcd's client
+// Every call is bounded by ctx's deadline (rdzv.DefaultTimeout when it has none): etcd's client
 // retries forever unless told otherwise.
 
-// DefaultEtcdPrefix is where jobs' keys live when the URL names no prefix.
-const DefaultEtcdPrefix = "/tessera/rdzv"
+// DefaultTTL is the lease on a client's keys: how long they outlive the client.
+const DefaultTTL = 60 * time.Second
 
-// DefaultEtcdTTL is the lease on a client's keys: how long they outlive the client.
-const DefaultEtcdTTL = 60 * time.Second
-
-// etcdTxnOps is how many operations one transaction carries (etcd's --max-txn-ops defaults
+// txnOps is how many operations one transaction carries (etcd's --max-txn-ops defaults
 // to 128).
-const etcdTxnOps = 64
+const txnOps = 64
 
-// EtcdURL is a parsed etcd://host:port[,host:port...][/prefix].
-type EtcdURL struct {
-	Endpoints []string // host:port, at least one
-	Prefix    string   // "/a/b", never ending in '/'; DefaultEtcdPrefix when the URL has none
-}
+// Option adjusts Dial.
+type Option func(*options)
 
-func (u EtcdURL) String() string {
-	return "etcd://" + strings.Join(u.Endpoints, ",") + u.Prefix
-}
-
-const etcdURLForm = "want etcd://host:port[,host:port...][/prefix]"
-
-// ParseEtcdURL reads etcd://host:port[,host:port...][/prefix]. The prefix is one or more
-// segments of letters, digits, '.', '_' and '-'. No user, query or fragment. A malformed URL
-// is one E_INPUT line.
-func ParseEtcdURL(s string) (EtcdURL, error) {
-	bad := func(why string) (EtcdURL, error) {
-		return EtcdURL{}, errs.New(errs.Input, "etcd URL %.80q: %s; %s", s, why, etcdURLForm)
-	}
-	if len(s) > 2000 {
-		return bad("longer than 2000 bytes")
-	}
-	rest, ok := strings.CutPrefix(s, "etcd://")
-	if !ok {
-		return bad("not an etcd:// URL")
-	}
-	if i := strings.IndexAny(rest, "?#@ \t\r\n"); i >= 0 {
-		return bad("unexpected " + strconv.QuoteRune(rune(rest[i])))
-	}
-	hosts, path, _ := strings.Cut(rest, "/")
-	if hosts == "" {
-		return bad("no endpoint")
-	}
-	var u EtcdURL
-	seen := map[string]bool{}
-	for _, hp := range strings.Split(hosts, ",") {
-		host, port, err := net.SplitHostPort(hp)
-		if err != nil || host == "" {
-			return bad("endpoint " + strconv.Quote(hp) + " is not host:port")
-		}
-		if _, err := checkHost("etcd endpoint", host); err != nil {
-			return bad("endpoint " + strconv.Quote(hp) + " has no valid host")
-		}
-		p, err := strconv.Atoi(port)
-		if err != nil || p < 1 || p > 65535 || port != strconv.Itoa(p) {
-			return bad("endpoint " + strconv.Quote(hp) + " has no port 1..65535")
-		}
-		ep := net.JoinHostPort(host, port)
-		if seen[ep] {
-			return bad("endpoint " + ep + " is named twice")
-		}
-		seen[ep] = true
-		u.Endpoints = append(u.Endpoints, ep)
-	}
-	path = strings.TrimSuffix(path, "/")
-	if path == "" {
-		u.Prefix = DefaultEtcdPrefix
-		return u, nil
-	}
-	for _, seg := range strings.Split(path, "/") {
-		if seg == "" || seg == "." || seg == ".." {
-			return bad("empty, '.' or '..' prefix segment")
-		}
-		for i := 0; i < len(seg); i++ {
-			c := seg[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-				return bad("prefix byte " + strconv.QuoteRune(rune(c)) + " (want letters, digits, '.', '_', '-')")
-			}
-		}
-	}
-	u.Prefix = "/" + path
-	return u, nil
-}
-
-// EtcdOption adjusts DialEtcd.
-type EtcdOption func(*etcdOptions)
-
-type etcdOptions struct {
+type options struct {
 	job string
 	ttl time.Duration
 }
 
-// EtcdJob puts the store's keys under the job's namespace (default "default").
-func EtcdJob(job string) EtcdOption { return func(o *etcdOptions) { o.job = job } }
+// Job puts the store's keys under the job's namespace (default "default").
+func Job(job string) Option { return func(o *options) { o.job = job } }
 
-// EtcdTTL sets the lease on the client's keys (default DefaultEtcdTTL; whole seconds, >= 1s).
-func EtcdTTL(d time.Duration) EtcdOption { return func(o *etcdOptions) { o.ttl = d } }
+// TTL sets the lease on the client's keys (default DefaultTTL; whole seconds, >= 1s).
+func TTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
 
-type etcdStore struct {
+type store struct {
 	cli  *clientv3.Client
 	addr string // the URL and the job's namespace, for messages
 	ns   string // "<prefix>/<job>/"
@@ -142,12 +72,12 @@ type etcdStore struct {
 	wg     sync.WaitGroup
 }
 
-// DialEtcd connects to the etcd cluster that url names (see ParseEtcdURL) and returns a Store
+// Dial connects to the etcd cluster that url names (see rdzv.ParseEtcdURL) and returns a Store
 // whose keys live under <prefix>/<job>/. It waits for the cluster until ctx's deadline
-// (DefaultTimeout when ctx has none), as Dial waits for a TCP store: an unreachable cluster is
+// (rdzv.DefaultTimeout when ctx has none), as Dial waits for a TCP store: an unreachable cluster is
 // E_COMM_INIT naming the endpoints; a malformed URL or option E_INPUT.
-func DialEtcd(ctx context.Context, url string, opts ...EtcdOption) (Store, error) {
-	o := etcdOptions{job: "default", ttl: DefaultEtcdTTL}
+func Dial(ctx context.Context, url string, opts ...Option) (rdzv.Store, error) {
+	o := options{job: "default", ttl: DefaultTTL}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -157,11 +87,11 @@ func DialEtcd(ctx context.Context, url string, opts ...EtcdOption) (Store, error
 	if o.ttl < time.Second {
 		return nil, errs.New(errs.Input, "etcd rendezvous: lease TTL %s: want at least 1s", o.ttl)
 	}
-	u, err := ParseEtcdURL(url)
+	u, err := rdzv.ParseEtcdURL(url)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := bounded(ctx, 0)
+	ctx, cancel := rdzv.Bounded(ctx, 0)
 	defer cancel()
 	eps := make([]string, len(u.Endpoints))
 	for i, ep := range u.Endpoints {
@@ -179,7 +109,7 @@ func DialEtcd(ctx context.Context, url string, opts ...EtcdOption) (Store, error
 	if err != nil {
 		return nil, errs.New(errs.CommInit, "etcd cluster at %s: %v", strings.Join(u.Endpoints, ","), err)
 	}
-	s := &etcdStore{
+	s := &store{
 		cli:  cli,
 		addr: u.String() + "/" + o.job,
 		ns:   u.Prefix + "/" + o.job + "/",
@@ -226,11 +156,11 @@ func permanent(err error) bool {
 	return false
 }
 
-func (s *etcdStore) Addr() string { return s.addr }
+func (s *store) Addr() string { return s.addr }
 
 // newLease grants a lease in place of old (unless another call already replaced it) and
 // starts keeping it alive.
-func (s *etcdStore) newLease(ctx context.Context, old clientv3.LeaseID) (clientv3.LeaseID, error) {
+func (s *store) newLease(ctx context.Context, old clientv3.LeaseID) (clientv3.LeaseID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -255,7 +185,7 @@ func (s *etcdStore) newLease(ctx context.Context, old clientv3.LeaseID) (clientv
 
 // keep renews the lease until ctx ends. A broken keep-alive stream is reopened while the
 // lease lives; once it has expired, the next write grants a new one.
-func (s *etcdStore) keep(ctx context.Context, id clientv3.LeaseID) {
+func (s *store) keep(ctx context.Context, id clientv3.LeaseID) {
 	defer s.wg.Done()
 	for {
 		if ch, err := s.cli.KeepAlive(ctx, id); err == nil {
@@ -276,7 +206,7 @@ func (s *etcdStore) keep(ctx context.Context, id clientv3.LeaseID) {
 	}
 }
 
-func (s *etcdStore) currentLease() (clientv3.LeaseID, error) {
+func (s *store) currentLease() (clientv3.LeaseID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -287,7 +217,7 @@ func (s *etcdStore) currentLease() (clientv3.LeaseID, error) {
 
 // Close stops renewing the lease (the keys expire one TTL later unless other clients rewrite
 // them) and closes the client's connections.
-func (s *etcdStore) Close() error {
+func (s *store) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -308,7 +238,7 @@ func (s *etcdStore) Close() error {
 
 // fail names a call that could not finish: the caller's deadline, a closed client, a value
 // too large for the cluster, or the cluster's own error.
-func (s *etcdStore) fail(ctx context.Context, op, key string, err error) error {
+func (s *store) fail(ctx context.Context, op, key string, err error) error {
 	var coded *errs.Error
 	if errors.As(err, &coded) {
 		return err
@@ -330,7 +260,7 @@ func (s *etcdStore) fail(ctx context.Context, op, key string, err error) error {
 
 // withLease runs a write under the current lease, granting a new one once if the cluster no
 // longer knows it (the client was cut off for longer than the TTL).
-func (s *etcdStore) withLease(ctx context.Context, write func(clientv3.LeaseID) error) error {
+func (s *store) withLease(ctx context.Context, write func(clientv3.LeaseID) error) error {
 	id, err := s.currentLease()
 	if err != nil {
 		return err
@@ -345,11 +275,11 @@ func (s *etcdStore) withLease(ctx context.Context, write func(clientv3.LeaseID) 
 	return write(id)
 }
 
-func (s *etcdStore) Set(ctx context.Context, key string, value []byte) error {
-	if err := checkKey(s.addr, key); err != nil {
+func (s *store) Set(ctx context.Context, key string, value []byte) error {
+	if err := rdzv.CheckKey(s.addr, key); err != nil {
 		return err
 	}
-	ctx, cancel := bounded(ctx, 0)
+	ctx, cancel := rdzv.Bounded(ctx, 0)
 	defer cancel()
 	err := s.withLease(ctx, func(id clientv3.LeaseID) error {
 		_, err := s.cli.Put(ctx, s.ns+key, string(value), clientv3.WithLease(id))
@@ -361,11 +291,11 @@ func (s *etcdStore) Set(ctx context.Context, key string, value []byte) error {
 	return nil
 }
 
-func (s *etcdStore) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := checkKey(s.addr, key); err != nil {
+func (s *store) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := rdzv.CheckKey(s.addr, key); err != nil {
 		return nil, err
 	}
-	ctx, cancel := bounded(ctx, 0)
+	ctx, cancel := rdzv.Bounded(ctx, 0)
 	defer cancel()
 	k := s.ns + key
 	for {
@@ -396,7 +326,7 @@ var errRewatch = errors.New("watch interrupted")
 
 // watch calls put for every key written under k (a prefix when prefix) from revision rev on,
 // until put returns true (nil), ctx ends (its error) or the watch breaks (errRewatch).
-func (s *etcdStore) watch(ctx context.Context, k string, prefix bool, rev int64, put func(key string, val []byte) bool) error {
+func (s *store) watch(ctx context.Context, k string, prefix bool, rev int64, put func(key string, val []byte) bool) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opts := []clientv3.OpOption{clientv3.WithRev(rev), clientv3.WithFilterDelete()}
@@ -428,11 +358,11 @@ func (s *etcdStore) watch(ctx context.Context, k string, prefix bool, rev int64,
 	return errRewatch
 }
 
-func (s *etcdStore) Add(ctx context.Context, key string, delta int64) (int64, error) {
-	if err := checkKey(s.addr, key); err != nil {
+func (s *store) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	if err := rdzv.CheckKey(s.addr, key); err != nil {
 		return 0, err
 	}
-	ctx, cancel := bounded(ctx, 0)
+	ctx, cancel := rdzv.Bounded(ctx, 0)
 	defer cancel()
 	k := s.ns + key
 	resp, err := s.cli.Get(ctx, k)
@@ -472,13 +402,13 @@ func (s *etcdStore) Add(ctx context.Context, key string, delta int64) (int64, er
 	}
 }
 
-// check reads which keys exist, in transactions of etcdTxnOps reads, and returns the
+// check reads which keys exist, in transactions of txnOps reads, and returns the
 // revision of the first (a key absent then and written later has a later revision).
-func (s *etcdStore) check(ctx context.Context, keys []string) ([]bool, int64, error) {
+func (s *store) check(ctx context.Context, keys []string) ([]bool, int64, error) {
 	out := make([]bool, len(keys))
 	var rev int64
-	for lo := 0; lo < len(keys); lo += etcdTxnOps {
-		hi := min(lo+etcdTxnOps, len(keys))
+	for lo := 0; lo < len(keys); lo += txnOps {
+		hi := min(lo+txnOps, len(keys))
 		ops := make([]clientv3.Op, 0, hi-lo)
 		for _, k := range keys[lo:hi] {
 			ops = append(ops, clientv3.OpGet(s.ns+k, clientv3.WithCountOnly()))
@@ -497,39 +427,39 @@ func (s *etcdStore) check(ctx context.Context, keys []string) ([]bool, int64, er
 	return out, rev, nil
 }
 
-func (s *etcdStore) checkKeys(keys []string) error {
-	if len(keys) > maxArgs {
-		return errs.New(errs.Input, "rendezvous store at %s: %d keys in one call (at most %d)", s.addr, len(keys), maxArgs)
+func (s *store) checkKeys(keys []string) error {
+	if len(keys) > rdzv.MaxKeys {
+		return errs.New(errs.Input, "rendezvous store at %s: %d keys in one call (at most %d)", s.addr, len(keys), rdzv.MaxKeys)
 	}
 	for _, k := range keys {
-		if err := checkKey(s.addr, k); err != nil {
+		if err := rdzv.CheckKey(s.addr, k); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *etcdStore) Check(ctx context.Context, keys ...string) ([]bool, error) {
+func (s *store) Check(ctx context.Context, keys ...string) ([]bool, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	if err := s.checkKeys(keys); err != nil {
 		return nil, err
 	}
-	ctx, cancel := bounded(ctx, 0)
+	ctx, cancel := rdzv.Bounded(ctx, 0)
 	defer cancel()
 	present, _, err := s.check(ctx, keys)
 	return present, err
 }
 
-func (s *etcdStore) Wait(ctx context.Context, keys ...string) error {
+func (s *store) Wait(ctx context.Context, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	if err := s.checkKeys(keys); err != nil {
 		return err
 	}
-	ctx, cancel := bounded(ctx, 0)
+	ctx, cancel := rdzv.Bounded(ctx, 0)
 	defer cancel()
 	for {
 		present, rev, err := s.check(ctx, keys)
@@ -566,11 +496,11 @@ func (s *etcdStore) Wait(ctx context.Context, keys ...string) error {
 	}
 }
 
-func (s *etcdStore) Delete(ctx context.Context, key string) error {
-	if err := checkKey(s.addr, key); err != nil {
+func (s *store) Delete(ctx context.Context, key string) error {
+	if err := rdzv.CheckKey(s.addr, key); err != nil {
 		return err
 	}
-	ctx, cancel := bounded(ctx, 0)
+	ctx, cancel := rdzv.Bounded(ctx, 0)
 	defer cancel()
 	if _, err := s.cli.Delete(ctx, s.ns+key); err != nil {
 		return s.fail(ctx, "delete", key, err)
@@ -578,9 +508,9 @@ func (s *etcdStore) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// clearPrefix deletes every key under prefix (Join's rank 0 clears a completed barrier).
-func (s *etcdStore) clearPrefix(ctx context.Context, prefix string) error {
-	ctx, cancel := bounded(ctx, 0)
+// ClearPrefix deletes every key under prefix (Join's rank 0 clears a completed barrier).
+func (s *store) ClearPrefix(ctx context.Context, prefix string) error {
+	ctx, cancel := rdzv.Bounded(ctx, 0)
 	defer cancel()
 	if _, err := s.cli.Delete(ctx, s.ns+prefix, clientv3.WithPrefix()); err != nil {
 		return s.fail(ctx, "delete prefix", prefix, err)
