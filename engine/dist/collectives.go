@@ -117,7 +117,8 @@ func (c *Comm) AllGather(ctx context.Context, dt numerics.DType, send, recv []by
 		return errs.New(errs.Input, "%s: receive buffer of %d bytes, want world %d x send %d", cl.where(), len(recv), n, b)
 	}
 	// Send first from the caller's buffer, then place it: recv may overlap send in place.
-	err = cl.each(func(cl *call, p int) error { return cl.send(p, OpAllGather, 0, send) })
+	crc := Checksum(send)
+	err = cl.each(func(cl *call, p int) error { return cl.sendSum(p, OpAllGather, 0, send, crc) })
 	if err != nil {
 		return err
 	}
@@ -148,7 +149,8 @@ func (c *Comm) Broadcast(ctx context.Context, dt numerics.DType, send, recv []by
 		if len(send) != len(recv) {
 			return errs.New(errs.Input, "%s: root's send buffer has %d bytes, receive %d", cl.where(), len(send), len(recv))
 		}
-		if err := cl.each(func(cl *call, p int) error { return cl.send(p, OpBroadcast, uint32(root), send) }); err != nil {
+		crc := Checksum(send)
+		if err := cl.each(func(cl *call, p int) error { return cl.sendSum(p, OpBroadcast, uint32(root), send, crc) }); err != nil {
 			return err
 		}
 		copy(recv, send)
@@ -217,7 +219,7 @@ func (c *Comm) Send(ctx context.Context, dt numerics.DType, buf []byte, peer int
 	cctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	cl := &call{c: c, ctx: cctx, op: OpSend, dt: dt, seq: c.nextP2P(c.p2pSend, peer)}
-	return cl.sendSeq(peer, OpSend, 0, cl.seq, buf)
+	return cl.sendSeq(peer, OpSend, 0, cl.seq, buf, Checksum(buf))
 }
 
 // Recv receives into buf the next message from communicator rank peer.

@@ -159,13 +159,19 @@ func (cl *call) where() string {
 
 // send ships payload to communicator rank peer with the call's header.
 func (cl *call) send(peer int, op Op, aux uint32, payload []byte) error {
-	return cl.sendSeq(peer, op, aux, cl.seq, payload)
+	return cl.sendSeq(peer, op, aux, cl.seq, payload, Checksum(payload))
 }
 
-func (cl *call) sendSeq(peer int, op Op, aux uint32, seq uint64, payload []byte) error {
+// sendSum is send with the payload's checksum already known: a buffer that goes to every peer
+// is checksummed once, not once per peer.
+func (cl *call) sendSum(peer int, op Op, aux uint32, payload []byte, crc uint32) error {
+	return cl.sendSeq(peer, op, aux, cl.seq, payload, crc)
+}
+
+func (cl *call) sendSeq(peer int, op Op, aux uint32, seq uint64, payload []byte, crc uint32) error {
 	f := &Frame{Header: Header{Comm: cl.c.opts.ID, Seq: seq, Op: op, Red: cl.red, DType: cl.dt,
 		Src: uint16(cl.c.ranks[cl.c.me]), Aux: aux, Count: uint64(len(payload) / cl.dt.Size()),
-		CRC: Checksum(payload)}, Payload: payload}
+		CRC: crc}, Payload: payload}
 	if err := cl.c.t.Send(cl.ctx, cl.c.ranks[peer], f); err != nil {
 		return cl.commErr(err, peer, "sending to")
 	}

@@ -52,6 +52,7 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 	frames := make([][]*Frame, nseg) // received frames of segment k, recycled once it is reduced
 	arrived := make([]int, nseg)
 	ready := make([]chan struct{}, nseg) // closed when segment k of mine is reduced
+	sums := make([]uint32, nseg)         // its checksum, computed once for every peer
 	for k := range ready {
 		ready[k] = make(chan struct{})
 	}
@@ -80,7 +81,7 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 					return cl.commErr(cl.ctx.Err(), p, "sending to")
 				}
 				a, b := seg(hi-lo, k)
-				if err := cl.send(p, opB, 0, mine[a*size:b*size]); err != nil {
+				if err := cl.sendSum(p, opB, 0, mine[a*size:b*size], sums[k]); err != nil {
 					return err
 				}
 			}
@@ -152,6 +153,9 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 			a, b := seg(hi-lo, next)
 			if err := reduce(cl.c.opts.Mode, cl.dt, cl.red, ordered, mine[a*size:b*size]); err != nil {
 				return errs.Wrap(errs.Internal, err, "%s", cl.where())
+			}
+			if full != nil {
+				sums[next] = Checksum(mine[a*size : b*size]) // while the segment is still in cache
 			}
 			close(ready[next])
 			mu.Lock()
