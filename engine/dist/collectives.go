@@ -34,9 +34,9 @@ func (c *Comm) AllReduce(ctx context.Context, dt numerics.DType, send, recv []by
 // global order of contributions is rank 0's, then rank 1's, ...; exact mode's bits depend only
 // on the multiset of contributions, so the same data split over 1 or 8 ranks gives the same
 // bits. Avg divides by the total number of contributions. recv may be parts[0].
-func (c *Comm) AllReduceMulti(ctx context.Context, dt numerics.DType, parts [][]byte, recv []byte, op RedOp) error {
+func (c *Comm) AllReduceMulti(ctx context.Context, dt numerics.DType, parts [][]byte, recv []byte, op RedOp) (err error) {
 	cl, done := c.begin(ctx, OpAllReduce, dt, op)
-	defer done()
+	defer done(&err)
 	count, err := cl.checkParts(parts, recv)
 	if err != nil {
 		return err
@@ -88,9 +88,9 @@ func gatherChunks(parts [][]byte, lo, hi int) []byte {
 
 // ReduceScatter reduces send (World() chunks of len(recv) bytes) over every rank and leaves
 // chunk r of the result in rank r's recv.
-func (c *Comm) ReduceScatter(ctx context.Context, dt numerics.DType, send, recv []byte, op RedOp) error {
+func (c *Comm) ReduceScatter(ctx context.Context, dt numerics.DType, send, recv []byte, op RedOp) (err error) {
 	cl, done := c.begin(ctx, OpReduceScatter, dt, op)
-	defer done()
+	defer done(&err)
 	per, err := cl.checkParts([][]byte{recv}, recv)
 	if err != nil {
 		return err
@@ -105,9 +105,9 @@ func (c *Comm) ReduceScatter(ctx context.Context, dt numerics.DType, send, recv 
 }
 
 // AllGather concatenates every rank's send buffer, in rank order, into recv on every rank.
-func (c *Comm) AllGather(ctx context.Context, dt numerics.DType, send, recv []byte) error {
+func (c *Comm) AllGather(ctx context.Context, dt numerics.DType, send, recv []byte) (err error) {
 	cl, done := c.begin(ctx, OpAllGather, dt, RedNone)
-	defer done()
+	defer done(&err)
 	count, err := checkBuf(cl.where(), dt, "send", send)
 	if err != nil {
 		return err
@@ -135,9 +135,9 @@ func (c *Comm) AllGather(ctx context.Context, dt numerics.DType, send, recv []by
 }
 
 // Broadcast copies root's send buffer into recv on every rank (send is read only on root).
-func (c *Comm) Broadcast(ctx context.Context, dt numerics.DType, send, recv []byte, root int) error {
+func (c *Comm) Broadcast(ctx context.Context, dt numerics.DType, send, recv []byte, root int) (err error) {
 	cl, done := c.begin(ctx, OpBroadcast, dt, RedNone)
-	defer done()
+	defer done(&err)
 	count, err := checkBuf(cl.where(), dt, "receive", recv)
 	if err != nil {
 		return err
@@ -169,9 +169,9 @@ func (c *Comm) Broadcast(ctx context.Context, dt numerics.DType, send, recv []by
 }
 
 // AllToAll sends chunk j of send to rank j and places rank q's chunk j=r at chunk q of recv.
-func (c *Comm) AllToAll(ctx context.Context, dt numerics.DType, send, recv []byte) error {
+func (c *Comm) AllToAll(ctx context.Context, dt numerics.DType, send, recv []byte) (err error) {
 	cl, done := c.begin(ctx, OpAllToAll, dt, RedNone)
-	defer done()
+	defer done(&err)
 	count, err := checkBuf(cl.where(), dt, "send", send)
 	if err != nil {
 		return err
@@ -197,9 +197,9 @@ func (c *Comm) AllToAll(ctx context.Context, dt numerics.DType, send, recv []byt
 }
 
 // Barrier returns once every member has entered it.
-func (c *Comm) Barrier(ctx context.Context) error {
+func (c *Comm) Barrier(ctx context.Context) (err error) {
 	cl, done := c.begin(ctx, OpBarrier, numerics.I8, RedNone)
-	defer done()
+	defer done(&err)
 	if err := cl.each(func(cl *call, p int) error { return cl.send(p, OpBarrier, 0, nil) }); err != nil {
 		return err
 	}

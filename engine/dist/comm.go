@@ -140,7 +140,7 @@ type call struct {
 	start time.Time
 }
 
-func (c *Comm) begin(ctx context.Context, op Op, dt numerics.DType, red RedOp) (*call, context.CancelFunc) {
+func (c *Comm) begin(ctx context.Context, op Op, dt numerics.DType, red RedOp) (*call, func(*error)) {
 	c.mu.Lock()
 	c.seq++
 	cl := &call{c: c, op: op, dt: dt, red: red, seq: c.seq, start: time.Now()}
@@ -150,7 +150,13 @@ func (c *Comm) begin(ctx context.Context, op Op, dt numerics.DType, red RedOp) (
 	} else {
 		cl.ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
 	}
-	return cl, func() { cancel(); c.mu.Unlock() }
+	return cl, func(err *error) {
+		if *err != nil {
+			*err = cl.giveUp(*err)
+		}
+		cancel()
+		c.mu.Unlock()
+	}
 }
 
 func (cl *call) where() string {
@@ -191,6 +197,9 @@ func (cl *call) recvSeq(peer int, op Op, seq uint64, wantCount int) (*Frame, err
 		return nil, cl.commErr(err, peer, "waiting for")
 	}
 	h := f.Header
+	if h.Op == OpAbort {
+		return nil, cl.aborted(f)
+	}
 	want := Header{Comm: cl.c.opts.ID, Seq: seq, Op: op, Red: cl.red, DType: cl.dt, Src: uint16(cl.c.ranks[peer])}
 	if h.Comm != want.Comm || h.Seq != want.Seq || h.Op != want.Op || h.Red != want.Red || h.DType != want.DType || h.Src != want.Src ||
 		(wantCount >= 0 && h.Count != uint64(wantCount)) {
@@ -228,29 +237,11 @@ func (cl *call) commErr(err error, peer int, doing string) error {
 // each runs fn for every peer but this rank concurrently and returns the first error; the
 // first failure cancels the others so no goroutine outlives the call.
 func (cl *call) each(fn func(cl *call, peer int) error) error {
-	n := cl.c.World()
-	if n == 1 {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(cl.ctx)
-	defer cancel()
-	inner := *cl
-	inner.ctx = ctx
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for p := 0; p < n; p++ {
-		if p == cl.c.me {
-			continue
+	var fns []func(*call) error
+	for p := range cl.c.World() {
+		if p != cl.c.me {
+			fns = append(fns, func(cl *call) error { return fn(cl, p) })
 		}
-		wg.Add(1)
-		go func(p int) {
-			defer wg.Done()
-			if err := fn(&inner, p); err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
-		}(p)
 	}
-	wg.Wait()
-	return first
+	return cl.group(fns)
 }

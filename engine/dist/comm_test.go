@@ -316,8 +316,10 @@ func TestMismatchedCallsAreDesyncNotData(t *testing.T) {
 		b := make([]byte, 4*count)
 		return c.AllReduce(context.Background(), numerics.F32, b, b, Sum)
 	})
-	if got := codeOf(es); len(got[errs.Desync]) == 0 {
-		t.Fatalf("count mismatch: want E_DESYNC on some rank, got %v", es)
+	// The rank that sees the mismatch tells the others, so every rank fails with E_DESYNC,
+	// none with "rank X is gone" when the first one leaves.
+	if got := codeOf(es); len(got[errs.Desync]) != 3 {
+		t.Fatalf("count mismatch: want E_DESYNC on every rank, got %v", es)
 	}
 	es = world(t, 2, opts, nil, func(c *Comm) error {
 		b := make([]byte, 16)

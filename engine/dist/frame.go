@@ -22,12 +22,13 @@ const (
 	OpSend
 	OpBarrier
 	OpReduce // the reduce-scatter phase of all_reduce
+	OpAbort  // a rank gave up on the call; the payload says why
 	opLimit
 )
 
 var opNames = [...]string{OpInvalid: "invalid", OpAllReduce: "all_reduce", OpAllGather: "all_gather",
 	OpReduceScatter: "reduce_scatter", OpBroadcast: "broadcast", OpAllToAll: "all_to_all",
-	OpSend: "send", OpBarrier: "barrier", OpReduce: "reduce"}
+	OpSend: "send", OpBarrier: "barrier", OpReduce: "reduce", OpAbort: "abort"}
 
 func (o Op) String() string {
 	if o < opLimit {

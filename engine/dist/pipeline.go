@@ -2,6 +2,8 @@ package dist
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -169,30 +171,53 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 	return cl.group(fns)
 }
 
-// group runs fns concurrently and returns the first error; the first failure cancels the rest,
-// so no goroutine outlives the call.
+// group runs fns concurrently. The first failure cancels the rest, so no goroutine outlives the
+// call; of the errors they return, the most telling wins: a peer's own reason (an abort frame),
+// then a mismatch, then anything else, and a bare cancellation last.
 func (cl *call) group(fns []func(*call) error) error {
+	if len(fns) == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithCancel(cl.ctx)
 	defer cancel()
 	inner := *cl
 	inner.ctx = ctx
 	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
+	var mu sync.Mutex
+	var best error
 	for _, fn := range fns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := fn(&inner); err != nil {
-				once.Do(func() { first = err; cancel() })
+				mu.Lock()
+				if best == nil || rank(err) < rank(best) {
+					best = err
+				}
+				mu.Unlock()
+				cancel()
 			}
 		}()
 	}
 	wg.Wait()
-	if first != nil && (first == context.Canceled || first == context.DeadlineExceeded) {
-		return errs.New(errs.TimeoutComm, "%s: %v", cl.where(), first)
+	if best == context.Canceled || best == context.DeadlineExceeded {
+		return errs.New(errs.TimeoutComm, "%s: %v", cl.where(), best)
 	}
-	return first
+	return best
+}
+
+// rank orders errors by how much they say about the cause (lower says more).
+func rank(err error) int {
+	var ab abortErr
+	switch {
+	case errors.As(err, &ab):
+		return 0
+	case errs.CodeOf(err) == errs.Desync:
+		return 1
+	case errors.Is(err, context.Canceled), strings.Contains(err.Error(), "cancelled"):
+		return 3
+	}
+	return 2
 }
 
 // missing names the ranks whose contributions to a segment never came.
