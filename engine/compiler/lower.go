@@ -139,6 +139,8 @@ func (b *kbuilder) lowerGroup(gr *group) error {
 		return b.lowerMatmul(n, gr.sched)
 	case graph.KindAttention:
 		return b.lowerAttention(n, gr.sched)
+	case graph.KindAttentionGrad:
+		return b.lowerAttentionGrad(n, gr.sched)
 	case graph.KindReduce:
 		return b.lowerReduce(n, gr.sched)
 	case graph.KindRowwise:
@@ -264,6 +266,10 @@ func (b *kbuilder) lowerElementwise(gr *group) error {
 			wrap := dt.IsInt() && (n.Inputs[0].Type.DType.IsInt() || n.Inputs[0].Type.DType == numerics.Bool) && !failpoint.Enabled(failpoint.CastIntSaturates)
 			b.emit(tile.Round{Dst: r, Src: operand(n.Inputs[0]), DType: dt, Wrap: wrap})
 		case graph.KindUnary:
+			if n.Op == "full_like" { // a constant: x is not even loaded
+				r = b.full(1, block, numerics.Round(dt, n.FloatAttr("value")))
+				break
+			}
 			op, err := unaryOp(n)
 			if err != nil {
 				return err
@@ -294,7 +300,7 @@ func unaryOp(n *graph.Node) (tile.UnaryOp, error) {
 			return "", fmt.Errorf("gelu approx %q: want \"erf\" or \"tanh\"", a)
 		}
 		return failpoint.Pick(failpoint.GeluApproxSwapped, tile.GeluErf, tile.GeluTanh), nil
-	case "neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu":
+	case "neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sign", "erf":
 		return tile.UnaryOp(n.Op), nil
 	}
 	return "", fmt.Errorf("no tile op for %s", n.Op)

@@ -106,7 +106,7 @@ func defaultSchedule(gr *group) Schedule {
 		_, m, nn, k, _ := graph.MatmulDims(n, in[0].Type, in[1].Type)
 		return Schedule{Key: key, Kind: "matmul", BM: fit(m, defMatmulBM), BN: fit(nn, defMatmulBN), BK: fit(k, defMatmulBK),
 			Stages: 2, LoopOrder: "grid(batch,m,n) k-seq"}
-	case graph.KindAttention:
+	case graph.KindAttention, graph.KindAttentionGrad:
 		r := in[0].Type.Rank()
 		sq, sk := in[0].Type.Shape[r-2], in[1].Type.Shape[r-2]
 		return Schedule{Key: key, Kind: "attention", BM: fit(sq, defAttnBM), BN: fit(sk, defAttnBN), Stages: 2,

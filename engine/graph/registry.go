@@ -27,6 +27,9 @@ const (
 	// broadcast, all_to_all, send, recv, chunk). Their shape rules read axis sizes, and they run
 	// on the host between kernels (engine/dist/run), never inside a Tile IR kernel.
 	KindCollective
+	// KindAttentionGrad: attention_lse and attention_grad, the saved statistics and the fused
+	// backward of attention that autodiff emits.
+	KindAttentionGrad
 )
 
 // AttrSpec declares one attribute of an op. A nil Default makes it required unless Optional.
@@ -52,7 +55,13 @@ type OpDef struct {
 	// InferMesh replaces Infer for ops whose rule needs the graph's mesh (KindCollective).
 	// m is never nil when it is called.
 	InferMesh func(n *Node, in []Type, m *mesh.Mesh) (Type, error)
-	Doc       string
+	// SharedDTypeArgs, when > 0, says that only the first SharedDTypeArgs inputs are checked
+	// against DTypes and share one dtype; Infer checks the rest (attention_grad's f32 lse).
+	SharedDTypeArgs int
+	// Grad is the op's vector-Jacobian rule (vjp.go); nil means no gradient (NoGrad says why).
+	Grad   *GradRule
+	NoGrad string
+	Doc    string
 }
 
 // Arity renders the accepted argument count for listings ("2", "1+").
@@ -138,6 +147,9 @@ func InferNodeIn(n *Node, m *mesh.Mesh) (Type, error) {
 		}
 	}
 	for i, t := range in {
+		if d.SharedDTypeArgs > 0 && i >= d.SharedDTypeArgs {
+			break
+		}
 		if !d.Supports(t.DType) {
 			return Type{}, errs.New(errs.DType, "%s: %s does not accept %s (input %d); accepts %v", nodeRef(n), n.Op, t.DType, i, d.DTypes)
 		}

@@ -14,7 +14,7 @@ import (
 var knownUnary = map[tile.UnaryOp]bool{
 	tile.Neg: true, tile.Abs: true, tile.Relu: true, tile.Exp: true, tile.Log: true, tile.Sqrt: true,
 	tile.Rsqrt: true, tile.Tanh: true, tile.Sigmoid: true, tile.Silu: true, tile.GeluErf: true,
-	tile.GeluTanh: true, tile.Recip: true,
+	tile.GeluTanh: true, tile.Recip: true, tile.Sign: true, tile.Erf: true,
 }
 
 var knownBinary = map[tile.BinaryOp]bool{
@@ -136,6 +136,18 @@ var unaryFuncs = map[tile.UnaryOp]func(float64) float64{
 		return 0.5 * x * (1 + math.Tanh(inner))
 	},
 	tile.Recip: func(x float64) float64 { return 1 / x },
+	tile.Sign: func(x float64) float64 {
+		switch {
+		case x > 0:
+			return 1
+		case x < 0:
+			return -1
+		case x == 0:
+			return 0
+		}
+		return x
+	},
+	tile.Erf: math.Erf,
 }
 
 // sigmoid never evaluates exp of a large positive argument, so it does not overflow to NaN.
@@ -251,7 +263,11 @@ func (w *worker) maskScores(in tile.MaskScores) {
 		i := rs + r
 		for c := range td.cols {
 			j, k := cs+c, r*td.cols+c
-			if j >= in.ColLimit || (in.Causal && j > i) {
+			future := j > i // key after query
+			if in.KeysOnRows {
+				future = i > j
+			}
+			if j >= in.ColLimit || (in.Causal && future) {
 				out[k] = ninf
 			} else {
 				out[k] = src[k]

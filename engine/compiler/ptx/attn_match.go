@@ -54,7 +54,7 @@ func matchAttention(k *tile.Kernel) (attnSpec, bool) {
 	resc, ok7 := loop.Body[7].(tile.Binary)
 	lv, ok8 := loop.Body[8].(tile.Load)
 	mma2, ok9 := loop.Body[9].(tile.MMA)
-	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 || !ok9 {
+	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 || !ok9 || mask.KeysOnRows {
 		return s, false
 	}
 	// The data flow, register by register.

@@ -179,6 +179,11 @@ func unaryF64[F, I, P any](m arith[F, I, P], op string, x F) (F, bool) {
 		return m.mul(m.mul(m.f(0.5), x), m.add(m.f(1), tanhF(m, inner))), true
 	case "recip":
 		return m.div(m.f(1), x), true
+	case "sign":
+		s := m.fsel(m.fgt(x, m.f(0)), m.f(1), m.fsel(m.flt(x, m.f(0)), m.f(-1), m.f(0)))
+		return m.fsel(m.fnan(x), x, s), true
+	case "erf":
+		return erfF(m, x), true
 	}
 	var zero F
 	return zero, false

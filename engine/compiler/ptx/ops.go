@@ -162,7 +162,11 @@ func (g *gen) maskScores(x tile.MaskScores) {
 		e.op("setp.ge.s32", p, j, itoa(clampInt32(x.ColLimit)))
 		if x.Causal {
 			q := e.reg("p")
-			e.op("setp.gt.s32", q, j, i)
+			if x.KeysOnRows { // key index on rows: mask key i > query j
+				e.op("setp.gt.s32", q, i, j)
+			} else {
+				e.op("setp.gt.s32", q, j, i)
+			}
 			pq := e.reg("p")
 			e.op("or.pred", pq, p, q)
 			p = pq

@@ -73,7 +73,11 @@ func formatBody(b *strings.Builder, body []Instr, ind string) {
 		case OnlineSoftmax:
 			fmt.Fprintf(b, "%sr%d, r%d = online_softmax.%s state(m=r%d, l=r%d) r%d\n", ind, x.P, x.Alpha, x.DType, x.M, x.L, x.X)
 		case MaskScores:
-			fmt.Fprintf(b, "%sr%d = mask_scores r%d rows@%s cols@%s limit=%d causal=%t\n", ind, x.Dst, x.Src, x.RowStart, x.ColStart, x.ColLimit, x.Causal)
+			fmt.Fprintf(b, "%sr%d = mask_scores r%d rows@%s cols@%s limit=%d causal=%t", ind, x.Dst, x.Src, x.RowStart, x.ColStart, x.ColLimit, x.Causal)
+			if x.KeysOnRows {
+				b.WriteString(" keys-on-rows")
+			}
+			b.WriteByte('\n')
 		case MaskCols:
 			fmt.Fprintf(b, "%sr%d = mask_cols r%d cols@%s limit=%d value=%g\n", ind, x.Dst, x.Src, x.ColStart, x.ColLimit, x.Value)
 		case For:

@@ -113,6 +113,8 @@ const (
 	GeluErf  UnaryOp = "gelu_erf"
 	GeluTanh UnaryOp = "gelu_tanh"
 	Recip    UnaryOp = "recip"
+	Sign     UnaryOp = "sign" // -1, 0, +1; ±0 -> +0; NaN stays NaN
+	Erf      UnaryOp = "erf"
 )
 
 // Unary sets Dst = op(Src), computed in float64 and rounded to DType.
@@ -196,11 +198,15 @@ type OnlineSoftmax struct {
 
 // MaskScores sets Dst = Src, with -Inf where the key index j = ColStart+c is >= ColLimit
 // (a boundary mask) or, when Causal, where j > i for query index i = RowStart+r.
+// KeysOnRows is the transposed tile of the attention backward (rows are keys, columns
+// queries): then -Inf where the query index ColStart+c >= ColLimit or, when Causal, where the
+// key index RowStart+r is greater than the query index.
 type MaskScores struct {
 	Dst, Src           Reg
 	RowStart, ColStart Expr
 	ColLimit           int
 	Causal             bool
+	KeysOnRows         bool
 }
 
 // MaskCols sets Dst = Src with Value wherever the col index j = ColStart+c is >= ColLimit,

@@ -1,0 +1,350 @@
+// Package gradcheck checks reverse-mode gradients (engine/autodiff) op by op and dtype by
+// dtype, in the style of JAX's check_grads, against two float64 references:
+//
+//   - central finite differences of the golden model (engine/ref) in float64, along random
+//     directions: <grad, u> must match (F(x+hu) - F(x-hu)) / 2h;
+//   - the same backward graph retyped to float64 and run by the golden model, compared with
+//     the engine's gradient normwise: max|g - g64| <= RTol * max|g64|.
+//
+// F is <c, f(x)> for a random cotangent c, so every output element contributes. The point x
+// is the case's input rounded to its dtype, so the engine and the references differentiate
+// the same function at the same point; only the engine works in the narrow dtype.
+package gradcheck
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/tessera-qa/tessera-qa/engine/autodiff"
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/engine/ref"
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
+	"github.com/tessera-qa/tessera-qa/harness"
+)
+
+// Tol is the documented budget of one dtype.
+type Tol struct {
+	// RTol bounds the engine's gradient against the float64 one, normwise (relative to the
+	// largest float64 gradient element) and along each direction (relative to sum |g64*u|).
+	RTol float64
+	// ATol is one ulp of the dtype's subnormal range, added to the normwise bound (and
+	// ATol*sum|u| to the directional one): a gradient below the normal range, such as a mean's
+	// 1/N in fp8, is rounded to that grid whatever its relative size.
+	ATol float64
+}
+
+// Step is the finite-difference step relative to max(1, rms(x)); with central differences in
+// float64 the truncation error is ~Step^2 and the rounding error ~1e-16/Step, both far below
+// FDTol.
+const Step = 1e-5
+
+// FDTol bounds |<g64, u> - FD| relative to sum |g64*u|: the float64 rule against float64
+// finite differences.
+const FDTol = 1e-6
+
+// Directions is the number of random directions per input.
+const Directions = 2
+
+// Tolerances: f64 and f32 differ from the float64 rule only by summation order and one
+// rounding per stored value; 16- and 8-bit gradients carry the rounding of the forward
+// values the rule reads (y of exp, softmax ...) and of the gradient itself, about one or two
+// ulps of the format relative to the largest element.
+var Tolerances = map[numerics.DType]Tol{
+	numerics.F64:    {RTol: 1e-12, ATol: 0x1p-1074},
+	numerics.F32:    {RTol: 5e-6, ATol: 0x1p-149},
+	numerics.F16:    {RTol: 5e-3, ATol: 0x1p-24},
+	numerics.BF16:   {RTol: 3e-2, ATol: 0x1p-133},
+	numerics.F8E4M3: {RTol: 0.25, ATol: 0x1p-9},
+	numerics.F8E5M2: {RTol: 0.6, ATol: 0x1p-16},
+}
+
+// Case is one single-op (or any) graph with its inputs.
+type Case struct {
+	Name   string
+	Op     string
+	DType  numerics.DType
+	Graph  *graph.Graph
+	Inputs map[string]*tensor.Tensor
+	Seed   uint64
+}
+
+// Result is the verdict on one case: one Input per differentiated input.
+type Result struct {
+	Name   string         `json:"name"`
+	Op     string         `json:"op"`
+	DType  string         `json:"dtype"`
+	Pass   bool           `json:"pass"`
+	NoGrad string         `json:"no_grad,omitempty"` // the op has no gradient: why
+	Err    string         `json:"error,omitempty"`
+	Inputs []InputVerdict `json:"inputs,omitempty"`
+}
+
+// InputVerdict holds the numbers behind one input's verdict.
+type InputVerdict struct {
+	Name string `json:"name"`
+	// NormErr is max|g - g64| / max|g64| (0/0 = 0 for a zero gradient).
+	NormErr float64 `json:"norm_err"`
+	// DirErr is the worst |<g,u> - FD| / sum|g64*u| over the directions; RuleErr the same
+	// for g64 (the float64 rule against finite differences).
+	DirErr  float64 `json:"dir_err"`
+	RuleErr float64 `json:"rule_err"`
+	// Kink: finite differences were not applicable along some direction (the one-sided
+	// slopes differ: x sits on a kink of relu/abs/max), so that direction was judged
+	// against the float64 rule only.
+	Kink bool   `json:"kink,omitempty"`
+	Fail string `json:"fail,omitempty"`
+}
+
+// Check differentiates c.Graph with respect to every float input and judges the engine's
+// gradient on b.
+func Check(b backend.Backend, c Case) Result {
+	res := Result{Name: c.Name, Op: c.Op, DType: c.DType.String()}
+	if d, ok := graph.Lookup(c.Op); ok && d.Grad == nil {
+		_, why := autodiff.Differentiable(c.Op)
+		res.NoGrad, res.Pass = why, true
+		return res
+	}
+	tol, ok := Tolerances[c.DType]
+	if !ok {
+		res.Err = fmt.Sprintf("no gradient tolerance for dtype %s", c.DType)
+		return res
+	}
+	if err := check(b, c, tol, &res); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	res.Pass = true
+	for _, in := range res.Inputs {
+		res.Pass = res.Pass && in.Fail == ""
+	}
+	return res
+}
+
+func check(b backend.Backend, c Case, tol Tol, res *Result) error {
+	vg, err := autodiff.VJP(c.Graph)
+	if err != nil {
+		return err
+	}
+	g64, err := Retype(c.Graph, numerics.F64)
+	if err != nil {
+		return err
+	}
+	vg64, err := autodiff.VJP(g64)
+	if err != nil {
+		return err
+	}
+	feed := map[string]*tensor.Tensor{}
+	for k, v := range c.Inputs {
+		feed[k] = v
+	}
+	cots := map[string]*tensor.Tensor{}
+	for i, o := range c.Graph.Outputs {
+		if !o.Type.DType.IsFloat() {
+			continue
+		}
+		name := autodiff.CotangentPrefix + o.Name
+		cots[name] = harness.RandomTensor(o.Type.DType, o.Type.Shape, harness.SubSeed(c.Seed, fmt.Sprintf("cotangent/%d", i)), harness.DefaultDist(o.Type.DType))
+		feed[name] = cots[name]
+	}
+	prog, err := compiler.Compile(vg, compiler.Options{})
+	if err != nil {
+		return err
+	}
+	outs, err := b.Run(prog, feed)
+	if err != nil {
+		return err
+	}
+	feed64 := widen(feed)
+	outs64, err := ref.Run(vg64, feed64)
+	if err != nil {
+		return err
+	}
+	nout := len(c.Graph.Outputs)
+	var wrt []string // VJP's default: every float input, in input order
+	for _, in := range c.Graph.Inputs {
+		if in.Type.DType.IsFloat() {
+			wrt = append(wrt, in.Name)
+		}
+	}
+	for i, name := range wrt {
+		v := InputVerdict{Name: name}
+		got, want := outs[nout+i].Float64s(), outs64[nout+i].Float64s()
+		v.NormErr = normErr(got, want, tol.ATol)
+		if !(v.NormErr <= tol.RTol) {
+			v.Fail = fmt.Sprintf("gradient of %%%s: max|g-g64| = %.3g of max|g64| (budget %.3g)", name, v.NormErr, tol.RTol)
+		}
+		for d := range Directions {
+			u := harness.RandomTensor(numerics.F64, outs64[nout+i].Shape, harness.SubSeed(c.Seed, fmt.Sprintf("direction/%s/%d", name, d)), harness.DefaultDist(numerics.F64)).Float64s()
+			fd, kink, err := finiteDiff(g64, feed64, cots, name, u)
+			if err != nil {
+				return err
+			}
+			scale, usum := 0.0, 0.0
+			for k := range u {
+				scale += math.Abs(want[k] * u[k])
+				usum += math.Abs(u[k])
+			}
+			dg, d64 := dot(got, u), dot(want, u)
+			slack := tol.ATol * usum
+			// The engine is judged against FD with FD's own error budget added.
+			dirErr, ruleErr := relTo(max(math.Abs(dg-fd)-slack, 0), scale)-FDTol, relTo(d64-fd, scale)
+			if kink {
+				v.Kink = true
+				dirErr, ruleErr = relTo(max(math.Abs(dg-d64)-slack, 0), scale), 0
+			}
+			dirErr = max(dirErr, 0)
+			v.DirErr, v.RuleErr = max(v.DirErr, dirErr), max(v.RuleErr, ruleErr)
+		}
+		switch {
+		case v.Fail != "":
+		case !(v.RuleErr <= FDTol):
+			v.Fail = fmt.Sprintf("gradient of %%%s: the float64 rule misses finite differences by %.3g (budget %.3g): the VJP rule is wrong", name, v.RuleErr, FDTol)
+		case !(v.DirErr <= tol.RTol):
+			v.Fail = fmt.Sprintf("gradient of %%%s: directional derivative off by %.3g (budget %.3g)", name, v.DirErr, tol.RTol)
+		}
+		res.Inputs = append(res.Inputs, v)
+	}
+	if len(res.Inputs) == 0 {
+		return errs.New(errs.Input, "gradcheck %s: no float input to differentiate", c.Name)
+	}
+	return nil
+}
+
+// relTo is |x|/scale, with a zero scale (a zero gradient) accepting only an exact zero.
+func relTo(x, scale float64) float64 {
+	if scale == 0 {
+		if math.Abs(x) <= 1e-12 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return math.Abs(x) / scale
+}
+
+// normErr is (max|got-want| - atol) / max|want|, floored at 0.
+func normErr(got, want []float64, atol float64) float64 {
+	var worst, big float64
+	for i := range want {
+		if math.IsNaN(got[i]) != math.IsNaN(want[i]) {
+			return math.Inf(1)
+		}
+		if math.IsNaN(want[i]) {
+			continue
+		}
+		worst = max(worst, math.Abs(got[i]-want[i]))
+		big = max(big, math.Abs(want[i]))
+	}
+	return relTo(max(worst-atol, 0), big)
+}
+
+func dot(a, b []float64) float64 {
+	s := 0.0
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// finiteDiff is the central difference of F = sum <c, f(x)> along u at input name, in float64
+// on the golden model; kink reports one-sided slopes that disagree.
+func finiteDiff(g64 *graph.Graph, feed64 map[string]*tensor.Tensor, cots map[string]*tensor.Tensor, name string, u []float64) (fd float64, kink bool, err error) {
+	x := feed64[name]
+	var rms float64
+	for _, v := range x.Float64s() {
+		rms += v * v
+	}
+	h := Step * max(1, math.Sqrt(rms/float64(max(x.Len(), 1))))
+	at := func(t float64) (float64, error) {
+		moved := x.Clone()
+		for i, v := range x.Float64s() {
+			moved.SetFloat64(i, v+t*u[i])
+		}
+		in := map[string]*tensor.Tensor{}
+		for _, v := range g64.Inputs {
+			in[v.Name] = feed64[v.Name]
+		}
+		in[name] = moved
+		outs, err := ref.Run(g64, in)
+		if err != nil {
+			return 0, err
+		}
+		f := 0.0
+		for i, o := range g64.Outputs {
+			c, ok := cots[autodiff.CotangentPrefix+o.Name]
+			if !ok {
+				continue
+			}
+			f += dot(c.Float64s(), outs[i].Float64s())
+		}
+		return f, nil
+	}
+	fp, err := at(h)
+	if err != nil {
+		return 0, false, err
+	}
+	fm, err := at(-h)
+	if err != nil {
+		return 0, false, err
+	}
+	f0, err := at(0)
+	if err != nil {
+		return 0, false, err
+	}
+	right, left := (fp-f0)/h, (f0-fm)/h
+	fd = (fp - fm) / (2 * h)
+	kink = math.Abs(right-left) > 1e-3*(math.Abs(right)+math.Abs(left)+1e-9)
+	return fd, kink, nil
+}
+
+// widen decodes every tensor to float64 (exactly: every format's values are float64 values).
+func widen(in map[string]*tensor.Tensor) map[string]*tensor.Tensor {
+	out := map[string]*tensor.Tensor{}
+	for k, t := range in {
+		if !t.DType.IsFloat() {
+			out[k] = t
+			continue
+		}
+		w := tensor.New(numerics.F64, slices.Clone(t.Shape))
+		for i, v := range t.Float64s() {
+			w.SetFloat64(i, v)
+		}
+		out[k] = w
+	}
+	return out
+}
+
+// Retype rebuilds g with every float value in dt: float inputs, cast targets, and no accum
+// attribute (the accumulator follows the dtype).
+func Retype(g *graph.Graph, dt numerics.DType) (*graph.Graph, error) {
+	b := graph.NewBuilder(g.Name)
+	b.Mesh(g.Mesh)
+	m := map[*graph.Value]*graph.Value{}
+	for _, v := range g.Inputs {
+		t := v.Type.DType
+		if t.IsFloat() {
+			t = dt
+		}
+		m[v] = b.Input(v.Name, t, v.Type.Shape...)
+	}
+	for _, n := range g.Nodes {
+		attrs := n.Attrs.Clone()
+		delete(attrs, "accum")
+		if to, ok := attrs["to"]; ok && to.Kind == graph.AttrDType && to.DType.IsFloat() {
+			attrs["to"] = graph.DTypeAttr(dt)
+		}
+		ins := make([]*graph.Value, len(n.Inputs))
+		for i, v := range n.Inputs {
+			ins[i] = m[v]
+		}
+		m[n.Output] = b.Named(n.Output.Name, n.Op, attrs, ins...)
+	}
+	for _, o := range g.Outputs {
+		b.Output(m[o])
+	}
+	return b.Build()
+}
