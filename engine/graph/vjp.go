@@ -59,7 +59,9 @@ func unaryRule(deriv func(b *Builder, x, y *Value) *Value) *GradRule {
 }
 
 // c is the constant v in x's shape and dtype.
-func (b *Builder) c(x *Value, v float64) *Value { return b.Op("full_like", Attrs{"value": Float(v)}, x) }
+func (b *Builder) c(x *Value, v float64) *Value {
+	return b.Op("full_like", Attrs{"value": Float(v)}, x)
+}
 
 func (b *Builder) scaled(x *Value, v float64) *Value { return b.Op("mul", nil, x, b.c(x, v)) }
 
