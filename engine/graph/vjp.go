@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"fmt"
 	"math"
 	"slices"
 
@@ -325,34 +324,44 @@ func init() {
 	setGrad("concat", gradOf(concatVJP, false))
 
 	setGrad("all_reduce", gradOf(func(b *Builder, n *Node, dy *Value, _ []bool) []*Value {
-		switch op := n.StringAttr("op"); op {
+		ax := n.Attrs["axis"]
+		switch n.StringAttr("op") {
 		case "sum", "avg": // both are symmetric linear maps over the group: their own transpose
 			return []*Value{b.Op("all_reduce", n.Attrs.Clone(), dy)}
-		default:
-			b.Fail(fmt.Errorf("all_reduce op=%s has no gradient (only sum and avg)", op))
-			return []*Value{nil}
 		}
+		// max/min: every member's output is the extreme, so member r's input gets the sum of
+		// the group's output gradients where it holds the extreme, shared among ties.
+		hit := b.hits(n.Inputs[0], n.Output)
+		sum := Attrs{"axis": ax, "op": String("sum")}
+		return []*Value{b.Op("div", nil, b.Op("mul", nil, b.Op("all_reduce", sum, dy), hit), b.Op("all_reduce", sum.Clone(), hit))}
 	}, false))
 	setGrad("all_gather", gradOf(func(b *Builder, n *Node, dy *Value, _ []bool) []*Value {
 		return []*Value{b.Op("reduce_scatter", Attrs{"axis": n.Attrs["axis"], "dim": Int(n.IntAttr("dim")), "op": String("sum")}, dy)}
 	}, false))
 	setGrad("reduce_scatter", gradOf(func(b *Builder, n *Node, dy *Value, _ []bool) []*Value {
-		g := b.Op("all_gather", Attrs{"axis": n.Attrs["axis"], "dim": Int(n.IntAttr("dim"))}, dy)
-		switch op := n.StringAttr("op"); op {
+		gather := Attrs{"axis": n.Attrs["axis"], "dim": Int(n.IntAttr("dim"))}
+		g := b.Op("all_gather", gather, dy)
+		switch n.StringAttr("op") {
 		case "sum":
 			return []*Value{g}
 		case "avg":
 			return []*Value{b.scaled(g, 1/float64(b.g.Mesh.Size(n.StringAttr("axis"))))}
-		default:
-			b.Fail(fmt.Errorf("reduce_scatter op=%s has no gradient (only sum and avg)", op))
-			return []*Value{nil}
 		}
+		// max/min: as all_reduce's, on the gathered extreme.
+		hit := b.hits(n.Inputs[0], b.Op("all_gather", gather.Clone(), n.Output))
+		cnt := b.Op("all_reduce", Attrs{"axis": n.Attrs["axis"], "op": String("sum")}, hit)
+		return []*Value{b.Op("div", nil, b.Op("mul", nil, g, hit), cnt)}
 	}, false))
 	setGrad("all_to_all", gradOf(func(b *Builder, n *Node, dy *Value, _ []bool) []*Value {
 		return []*Value{b.Op("all_to_all", Attrs{"axis": n.Attrs["axis"], "split_dim": Int(n.IntAttr("concat_dim")), "concat_dim": Int(n.IntAttr("split_dim"))}, dy)}
 	}, false))
 	noGrad("its transpose puts the gradient on one member and zeros elsewhere, which needs a rank-dependent op the set does not have", "broadcast", "chunk")
 	noGrad("pipeline send/recv gradients (the reversed transfer) are not implemented", "send", "recv")
+}
+
+// hits is 1 where x equals the extreme y (same shape), else 0.
+func (b *Builder) hits(x, y *Value) *Value {
+	return b.Op("sub", nil, b.c(x, 1), b.Op("abs", nil, b.Op("sign", nil, b.Op("sub", nil, x, y))))
 }
 
 // GradError is the coded error autodiff returns for a node whose op has no gradient.

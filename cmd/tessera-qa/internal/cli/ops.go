@@ -34,7 +34,7 @@ var kindNames = map[graph.OpKind]string{
 	graph.KindUnary: "unary", graph.KindBinary: "binary", graph.KindCast: "cast",
 	graph.KindReduce: "reduce", graph.KindRowwise: "rowwise", graph.KindMatmul: "matmul",
 	graph.KindAttention: "attention", graph.KindMovement: "movement", graph.KindLoss: "loss",
-	graph.KindCollective: "collective",
+	graph.KindCollective: "collective", graph.KindAttentionGrad: "attention_grad",
 }
 
 func kindName(k graph.OpKind) string {
