@@ -129,8 +129,14 @@ class TorchBackend:
         pairs = [(o, c) for o, c in zip(outs, cots) if o.requires_grad]
         grads = [None] * len(leaves)
         if pairs and leaves:
-            grads = list(t.autograd.grad([o for o, _ in pairs], leaves, grad_outputs=[c for _, c in pairs],
-                                         allow_unused=True))
+            try:
+                grads = list(t.autograd.grad([o for o, _ in pairs], leaves, grad_outputs=[c for _, c in pairs],
+                                             allow_unused=True))
+            except RuntimeError as e:
+                if "not implemented for" not in str(e):
+                    raise
+                # A backward kernel missing for this dtype on this device (native mode).
+                raise proto.Unsupported("torch %s autograd: %s" % (t.__version__, proto.one_line(e)))
         return [o.detach() for o in outs], grads
 
     # ---- evaluation
