@@ -15,5 +15,8 @@
 //     the oracle, compared by harness.Check under each spec's tolerance (run.go).
 //   - Summarize, Row: one row per (op, dtype) with max abs/rel error, ULP and verdict
 //     (report.go).
-//   - Mapping: what each oracle computes per op and where semantics differ (mapping.go).
+//   - VJP, PrepareVJP, Prepared.DecodeVJP, WireGrad: gradients of a graph by torch.autograd or
+//     jax.vjp, in f64 by default (single.go, prepare.go).
+//   - Mapping, AheadOfRegistry, TorchGradRules: what each oracle computes per op, where
+//     semantics differ, and torch's measured gradients at ties, zeros and NaN (mapping.go).
 package differential

@@ -1,5 +1,12 @@
 package differential
 
+import (
+	"math"
+	"slices"
+
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+)
+
 // OpMapping says what each oracle computes for one registry op and where its semantics differ
 // from Tessera's contract (engine/graph/ops.go). The scripts under oracles/ implement it; the
 // package tests check that this table, both scripts and the op registry list the same ops.
@@ -20,7 +27,31 @@ type OpMapping struct {
 //   - JAX: XLA keeps 16-bit intermediates in transcendentals, reductions, softmax, norms,
 //     losses and matmuls, so those run in f32 for f16/bf16 inputs and are rounded once.
 //   - outputs are compared with harness.Check under the golden spec's tolerance.
-var Mapping = []OpMapping{
+//
+// Mapping holds the rows of ops in this tree's op registry; AllMappings also those ahead of it.
+var Mapping = registered(mappingRows)
+
+// AheadOfRegistry names ops that the scripts and this table map before this tree's op registry
+// has them (issue 10: the core tree adds them). Mapping leaves their rows out until
+// graph.Lookup finds the op, so that `tessera-qa diff --mapping` and the differential report
+// list only ops the engine can build; hand-written wire cases reach the scripts already
+// (TestTorchOracleNewOpsByWire), and MappingOf finds their rows.
+var AheadOfRegistry = []string{"full_like", "sign", "attention_lse", "attention_grad"}
+
+// AllMappings is every row, including the ops ahead of the registry.
+func AllMappings() []OpMapping { return slices.Clone(mappingRows) }
+
+func registered(rows []OpMapping) []OpMapping {
+	var out []OpMapping
+	for _, m := range rows {
+		if _, ok := graph.Lookup(m.Op); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+var mappingRows = []OpMapping{
 	{"neg", "torch.neg", "jnp.negative", "ints wrap: neg(-128) = -128 in int8, in both"},
 	{"abs", "torch.abs", "jnp.abs", "ints wrap: abs(-128) = -128 in int8, in both"},
 	{"relu", "torch.relu", "jnp.maximum(x, 0)", "relu(-0) is +0 here, -0 in torch: only a bitwise check could see it; NaN stays NaN in both"},
@@ -59,11 +90,54 @@ var Mapping = []OpMapping{
 	{"slice", "indexing", "indexing", "bitwise"},
 	{"concat", "torch.cat", "jnp.concatenate", "bitwise"},
 	{"mse_loss", "F.mse_loss (mean)", "mean((a-b)^2) in f32 for f16/bf16", "f16/bf16 in f32, rounded once (torch 1.13 has no CPU bf16 mse kernel)"},
+	{"full_like", "torch.full_like; f16/bf16: torch.full in f64, rounded once", "jnp.full; f16/bf16 from f64, rounded once",
+		"value rounded once to the dtype: torch 1.13 rounds f64 -> f16/bf16 through f32 (value 1+2^-8+2^-30 gives bf16 1.0, one rounding 1.0078125), so the oracle rounds to odd in f32 first; ints truncate and saturate as cast does (torch refuses 300.0 for int8); bool is value != 0; fp8 comes back as f32 and is rounded by numerics.Encode (value -> f32 -> fp8 is two roundings, off only within 2^-24 relative of an fp8 midpoint); no gradient reaches x"},
+	{"sign", "torch.sign, NaN put back with torch.where(isnan), -0 -> +0", "jnp.sign, -0 -> +0",
+		"sign(NaN) = NaN: torch 1.13's sign gives 0 for NaN (measured, f32/f16/bf16), jnp.sign keeps NaN; sign(+-0) = +0: torch 1.13 CPU gives +0, XLA -0; ints -1/0/+1 in both; gradient 0 everywhere, NaN included, as torch's"},
+	{"attention_lse", "composite: torch.logsumexp of the masked scores in f32 (f64 for f64)", "jax.nn.logsumexp, the same composite",
+		"q[...,Sq,D], k[...,Sk,D] -> [...,Sq] in f32 (f64 for f64 q) whatever q's dtype; causal masks key j > query i (top-left, as torch's is_causal); scale absent is 1/sqrt(D); accum ignored; differentiable (its gradient is the softmax weights)"},
+	{"attention_grad", "torch.autograd.grad of the composite attention in f32 (f64 for f64)", "jax.vjp of the same composite",
+		"o and lse are ignored: the oracle recomputes attention itself, so it checks the engine's backward kernel independently of its forward; inputs q, k, v, o, do share q's dtype, lse is f32 (f64 for f64 q); the result has the wrt input's shape and q's dtype, rounded once; it has no gradient itself (no second order)"},
 }
 
-// MappingOf returns the mapping of op, if any.
+// GradRule is one measured fact about torch's gradients at ties, signed zeros, NaN and the
+// edges of a domain: the gradient of sum(op(inputs...)) with respect to each input, in f64.
+// Tessera's autodiff follows torch here (issue 10). TestTorchGradRules measures every rule
+// again on the installed torch, through Oracle.VJP.
+type GradRule struct {
+	Op     string
+	Inputs [][]float64
+	Grads  [][]float64
+	Note   string
+}
+
+var nan, inf = math.NaN(), math.Inf(1)
+
+// TorchGradRules is what torch 1.13.0 (CPU, f64) does, measured 2026-11-25. Reductions here
+// reduce every axis of a vector.
+var TorchGradRules = []GradRule{
+	{"maximum", [][]float64{{1, 2, math.Copysign(0, -1), nan, 1, -inf}, {1, 3, 0, 1, nan, -inf}},
+		[][]float64{{0.5, 0, 0.5, 1, 1, 0.5}, {0.5, 1, 0.5, 1, 1, 0.5}},
+		"a tie (-0 = +0 and -Inf = -Inf count as ties) splits the gradient equally; where either operand is NaN both get all of it"},
+	{"minimum", [][]float64{{1, 2, math.Copysign(0, -1), nan, 1, -inf}, {1, 3, 0, 1, nan, -inf}},
+		[][]float64{{0.5, 1, 0.5, 1, 1, 0.5}, {0.5, 0, 0.5, 1, 1, 0.5}},
+		"as maximum"},
+	{"reduce_max", [][]float64{{3, 1, 3, 3}}, [][]float64{{1.0 / 3, 0, 1.0 / 3, 1.0 / 3}},
+		"torch.amax splits the gradient evenly among all maxima (torch.max(dim) would give it to one index)"},
+	{"reduce_max", [][]float64{{math.Copysign(0, -1), 0, -1}}, [][]float64{{0.5, 0.5, 0}}, "-0 and +0 tie"},
+	{"reduce_max", [][]float64{{nan, 1, 2}}, [][]float64{{nan, nan, nan}},
+		"a NaN maximum makes every element's gradient NaN (no element equals the NaN result: the count of maxima is 0)"},
+	{"relu", [][]float64{{0, math.Copysign(0, -1), 1, -1, nan}}, [][]float64{{0, 0, 1, 0, 1}},
+		"relu'(+-0) = 0; relu'(NaN) = 1 (the gradient passes unless x <= 0)"},
+	{"abs", [][]float64{{0, math.Copysign(0, -1), 1, -1, nan}}, [][]float64{{0, 0, 1, -1, 0}},
+		"abs'(x) = sgn(x): 0 at +-0 and at NaN"},
+	{"sqrt", [][]float64{{0, math.Copysign(0, -1), 4, -1, nan}}, [][]float64{{inf, -inf, 0.25, nan, nan}},
+		"sqrt'(+0) = +Inf, sqrt'(-0) = -Inf (1/(2*sqrt(-0)) with sqrt(-0) = -0); NaN below 0"},
+}
+
+// MappingOf returns the mapping of op, if any (ops ahead of the registry included).
 func MappingOf(op string) (OpMapping, bool) {
-	for _, m := range Mapping {
+	for _, m := range mappingRows {
 		if m.Op == op {
 			return m, true
 		}

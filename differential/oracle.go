@@ -144,6 +144,13 @@ func (o *Oracle) Eval(t Target, cases []WireCase) ([]WireResult, error) {
 	if len(cases) == 0 {
 		return nil, nil
 	}
+	if o.hello.Protocol < 2 {
+		for _, c := range cases {
+			if c.Grad != nil {
+				return nil, errs.New(errs.Unsupported, "oracle %s speaks protocol %d; gradient case %s needs protocol 2", o.hello.Framework, o.hello.Protocol, c.Name)
+			}
+		}
+	}
 	if err := o.ensure(); err != nil {
 		return nil, err
 	}
@@ -266,6 +273,12 @@ func describeCases(cases []WireCase) string {
 	s := "op " + strings.Join(ops, ", ")
 	if len(ops) > 1 {
 		s = "ops " + strings.Join(ops, ", ")
+	}
+	for _, c := range cases {
+		if c.Grad != nil {
+			s += " (with gradients)"
+			break
+		}
 	}
 	if len(cases) == 1 {
 		return s + "; case " + cases[0].Name

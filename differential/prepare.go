@@ -3,6 +3,7 @@ package differential
 import (
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
@@ -42,12 +43,87 @@ type Prepared struct {
 	Case      WireCase
 	Transport Transport
 	outputs   []*graph.Value
+	wrt       []*graph.Value // the inputs a gradient case differentiates (PrepareVJP)
 }
 
 // Prepare turns graph g and its inputs into a wire case named name. A graph whose fp8 values
 // would need rounding between nodes (an fp8 intermediate computed by a non-movement op) is
 // E_UNSUPPORTED: the oracle computes fp8 in f32 and only outputs are rounded back.
 func Prepare(name string, g *graph.Graph, inputs map[string]*tensor.Tensor) (*Prepared, error) {
+	return prepare(name, g, inputs, false)
+}
+
+// PrepareVJP is Prepare for a gradient case (WireGrad): cotangents holds one tensor per graph
+// output with its dtype and shape, wrt names distinct float inputs of g. fp8 values always
+// travel as f32 (FP8Upcast, movement-only graphs too: bits cannot be differentiated), and fp8
+// gradients are rounded back by numerics.Encode like fp8 outputs. A wrt name that is not an
+// input, or named twice, or a missing cotangent is E_INPUT; an integer or bool wrt input or a
+// cotangent of another dtype E_DTYPE; a cotangent of another shape E_SHAPE. Each names the
+// value. Several prepared cases can go to the oracle in one Eval (batching); DecodeVJP reads
+// each answer.
+func PrepareVJP(name string, g *graph.Graph, inputs map[string]*tensor.Tensor, cotangents []*tensor.Tensor, wrt []string) (*Prepared, error) {
+	p, err := prepare(name, g, inputs, true)
+	if err != nil {
+		return nil, err
+	}
+	grad := &WireGrad{WRT: []string{}, Cotangents: []WireTensor{}}
+	for i, w := range wrt {
+		v := inputOf(g, w)
+		switch {
+		case v == nil:
+			return nil, errs.New(errs.Input, "vjp of graph %s: wrt names %%%s, which is not an input (inputs: %s)", g.Name, w, valueNames(g.Inputs))
+		case slices.Contains(wrt[:i], w):
+			return nil, errs.New(errs.Input, "vjp of graph %s: wrt names %%%s twice", g.Name, w)
+		case !isFloat(v.Type.DType):
+			return nil, errs.New(errs.DType, "vjp of graph %s: wrt input %%%s is %s: only float inputs have gradients", g.Name, w, v.Type)
+		}
+		p.wrt = append(p.wrt, v)
+		grad.WRT = append(grad.WRT, w)
+	}
+	if len(cotangents) != len(g.Outputs) {
+		return nil, errs.New(errs.Input, "vjp of graph %s: %d cotangents for %d outputs (%s)", g.Name, len(cotangents), len(g.Outputs), valueNames(g.Outputs))
+	}
+	for i, v := range g.Outputs {
+		c := cotangents[i]
+		switch {
+		case c == nil:
+			return nil, errs.New(errs.Input, "vjp of graph %s: cotangent %d (for output %%%s) is missing", g.Name, i, v.Name)
+		case c.DType != v.Type.DType:
+			return nil, errs.New(errs.DType, "vjp of graph %s: cotangent %d (for output %%%s) is %s, the output is %s",
+				g.Name, i, v.Name, wireType(c.DType.String(), c.Shape), v.Type)
+		case !slices.Equal(c.Shape, v.Type.Shape):
+			return nil, errs.New(errs.Shape, "vjp of graph %s: cotangent %d (for output %%%s) is %s, the output is %s",
+				g.Name, i, v.Name, wireType(c.DType.String(), c.Shape), v.Type)
+		case len(c.Data) != tensor.NumElems(c.Shape)*c.DType.Size():
+			return nil, errs.New(errs.Input, "vjp of graph %s: cotangent %d (for output %%%s) holds %d bytes, %s needs %d",
+				g.Name, i, v.Name, len(c.Data), v.Type, tensor.NumElems(c.Shape)*c.DType.Size())
+		}
+		grad.Cotangents = append(grad.Cotangents, p.wireTensor(v.Name, c))
+	}
+	p.Case.Grad = grad
+	return p, nil
+}
+
+func isFloat(dt numerics.DType) bool { return slices.Contains(numerics.Floats, dt) }
+
+func inputOf(g *graph.Graph, name string) *graph.Value {
+	for _, v := range g.Inputs {
+		if v.Name == name {
+			return v
+		}
+	}
+	return nil
+}
+
+func valueNames(vs []*graph.Value) string {
+	var names []string
+	for _, v := range vs {
+		names = append(names, "%"+v.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func prepare(name string, g *graph.Graph, inputs map[string]*tensor.Tensor, grad bool) (*Prepared, error) {
 	if err := graph.Verify(g); err != nil {
 		return nil, err
 	}
@@ -55,6 +131,9 @@ func Prepare(name string, g *graph.Graph, inputs map[string]*tensor.Tensor) (*Pr
 		return nil, err
 	}
 	p := &Prepared{Transport: transportOf(g), outputs: g.Outputs}
+	if grad && p.Transport == FP8Bits {
+		p.Transport = FP8Upcast
+	}
 	if err := p.checkFP8(g); err != nil {
 		return nil, err
 	}
@@ -166,14 +245,34 @@ func (p *Prepared) attrs(n *graph.Node, out map[string]any) error {
 // Decode checks the oracle's answer and returns the outputs as engine tensors, fp8 outputs
 // rounded back from f32 (FP8Upcast) or re-labelled from bytes (FP8Bits).
 func (p *Prepared) Decode(r WireResult) ([]*tensor.Tensor, error) {
-	if len(r.Outputs) != len(p.outputs) {
-		return nil, errs.New(errs.Input, "case %s: oracle returned %d outputs, the graph has %d", p.Case.Name, len(r.Outputs), len(p.outputs))
+	return p.decode("output", r.Outputs, p.outputs)
+}
+
+// DecodeVJP checks the answer to a gradient case (PrepareVJP) and returns its outputs and one
+// gradient per wrt input, in the input's dtype (fp8 gradients rounded by numerics.Encode).
+func (p *Prepared) DecodeVJP(r WireResult) (outs, grads []*tensor.Tensor, err error) {
+	if p.Case.Grad == nil {
+		return nil, nil, errs.New(errs.Input, "case %s is not a gradient case", p.Case.Name)
 	}
-	out := make([]*tensor.Tensor, len(p.outputs))
-	for i, v := range p.outputs {
-		w := r.Outputs[i]
+	if outs, err = p.Decode(r); err != nil {
+		return nil, nil, err
+	}
+	if grads, err = p.decode("gradient", r.Grads, p.wrt); err != nil {
+		return nil, nil, err
+	}
+	return outs, grads, nil
+}
+
+// decode reads wire tensors that must match values one to one.
+func (p *Prepared) decode(what string, ws []WireTensor, values []*graph.Value) ([]*tensor.Tensor, error) {
+	if len(ws) != len(values) {
+		return nil, errs.New(errs.Input, "case %s: oracle returned %d %ss, want %d", p.Case.Name, len(ws), what, len(values))
+	}
+	out := make([]*tensor.Tensor, len(values))
+	for i, v := range values {
+		w := ws[i]
 		if w.Name != v.Name {
-			return nil, errs.New(errs.Input, "case %s: oracle output %d is %%%s, want %%%s", p.Case.Name, i, w.Name, v.Name)
+			return nil, errs.New(errs.Input, "case %s: oracle %s %d is %%%s, want %%%s", p.Case.Name, what, i, w.Name, v.Name)
 		}
 		dt, shape := v.Type.DType, v.Type.Shape
 		upcast := isFP8(dt) && p.Transport == FP8Upcast

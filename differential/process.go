@@ -61,9 +61,10 @@ func spawn(python, dir, framework string, startTimeout time.Duration, log io.Wri
 		p.kill()
 		return nil, Hello{}, errs.New(errs.Input, "%s: the %s oracle's first line is not a hello: %.200q", python, framework, line)
 	}
-	if h.Protocol != Protocol {
+	// A hello that reports a missing framework is read whatever its version: it says why.
+	if h.Error == "" && (h.Protocol < MinProtocol || h.Protocol > Protocol) {
 		p.kill()
-		return nil, Hello{}, errs.New(errs.Input, "%s: the %s oracle speaks protocol %d, this build %d", python, framework, h.Protocol, Protocol)
+		return nil, Hello{}, errs.New(errs.Input, "%s: the %s oracle speaks protocol %d, this build %d to %d", python, framework, h.Protocol, MinProtocol, Protocol)
 	}
 	return p, h, nil
 }

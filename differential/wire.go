@@ -9,9 +9,14 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
-// Protocol is the version of the oracle line protocol (docs/differential.md). The oracle's
-// hello line must carry the same number.
-const Protocol = 1
+// Protocol is the version of the oracle line protocol (docs/differential.md) that the embedded
+// scripts speak. Version 2 added gradient cases (WireCase.Grad); a case without Grad is a
+// version-1 case and is answered as before.
+const Protocol = 2
+
+// MinProtocol is the oldest protocol an oracle's hello may carry: a version-1 oracle still
+// answers forward cases, and a gradient case sent to it is E_UNSUPPORTED.
+const MinProtocol = 1
 
 // WireUint8 is the one wire dtype that is not an engine dtype: fp8 bit patterns moved by
 // movement ops travel as bytes, which every framework copies exactly.
@@ -64,6 +69,20 @@ type WireCase struct {
 	Inputs  []WireTensor `json:"inputs"`
 	Nodes   []WireNode   `json:"nodes"`
 	Outputs []string     `json:"outputs"`
+	// Grad, when set, asks for a vector-Jacobian product as well (protocol 2).
+	Grad *WireGrad `json:"grad,omitempty"`
+}
+
+// WireGrad turns a case into a gradient case: the oracle evaluates the graph with the WRT
+// inputs as leaves of its autodiff and returns, beside the outputs, the gradient of
+// sum_i <Cotangents[i], output i> with respect to each WRT input, in that input's dtype.
+// Cotangents has one tensor per output, named after it, with its dtype and shape. Without
+// Target.Native the oracle computes in f64 (inputs and cotangents upcast, every node in f64,
+// results rounded once to their dtypes); with it, in the inputs' dtypes with the framework's
+// own kernels (WireResult.Mode says which).
+type WireGrad struct {
+	WRT        []string     `json:"wrt"`
+	Cotangents []WireTensor `json:"cotangents"`
 }
 
 // request is one line to the oracle.
@@ -86,9 +105,15 @@ type response struct {
 // WireResult is the oracle's answer for one case: outputs, or an error. Unsupported marks an
 // op/dtype the framework cannot compute (reported per case, never dropped). Mode says how the
 // outputs were computed when not natively ("f32, rounded once (...)", "emulated: ...").
+//
+// A gradient case's answer also has Grads, one per WireGrad.WRT input in that order, and
+// Unused, the WRT inputs no gradient reaches (no output depends on them, or torch's autograd
+// finds only paths without a gradient); their gradients are zeros, and Mode names them.
 type WireResult struct {
 	Name        string       `json:"name"`
 	Outputs     []WireTensor `json:"outputs"`
+	Grads       []WireTensor `json:"grads,omitempty"`
+	Unused      []string     `json:"unused,omitempty"`
 	Mode        string       `json:"mode"`
 	Error       string       `json:"error"`
 	Unsupported bool         `json:"unsupported"`

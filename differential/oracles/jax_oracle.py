@@ -5,7 +5,12 @@ x64 is enabled (f64 inputs stay f64) and matmuls use "highest" precision (no TF3
 passes on GPUs). XLA may accumulate half-precision reductions in the storage dtype, so sums,
 means, softmax, norms, losses and matmuls of f16/bf16 run in f32 and are rounded once; that
 is Tessera's contract and is reported as the mode. float -> int casts saturate and send NaN to
-0 explicitly, as the contract says, whatever XLA's own convert does.
+0 explicitly, as the contract says, whatever XLA's own convert does. sign(-0) is +0 (XLA keeps
+-0), full_like rounds its value once and saturates it for ints, and attention_lse and
+attention_grad are composites (attention_grad by jax.vjp of the composite attention).
+
+Gradient cases (proto.run_vjp_case) use jax.vjp. JAX cannot tell an unused input from one
+whose gradient is zero, so "unused" lists only inputs no output depends on in the graph.
 """
 
 import math
@@ -87,6 +92,44 @@ class JaxBackend:
     def describe(self, x):
         dt = self.np.dtype(x.dtype)
         return self.names.get(dt, str(dt)), tuple(x.shape)
+
+    # ---- gradients
+
+    def to_f64(self, x):
+        return x.astype(self.jnp.float64)
+
+    def zeros_like(self, x):
+        return self.jnp.zeros_like(x)
+
+    def round_to(self, x, name):
+        """x in wire dtype name, rounded once (f64 -> f16/bf16 by round_once)."""
+        dt = self.dtype(name)
+        if self.np.dtype(x.dtype) == self.np.dtype(dt):
+            return x
+        if name in HALF_NAMES and x.dtype == self.jnp.float64:
+            return round_once(self, x, dt)
+        return x.astype(dt)
+
+    def vjp(self, forward, leaves, cots):
+        """forward's outputs at leaves, and the gradient of sum_i <cots[i], outputs[i]> over
+        the float outputs with respect to each leaf, by jax.vjp (zeros where unused)."""
+        jnp = self.jnp
+        if not leaves:
+            return forward([]), []
+        floats = []
+
+        def f(*ls):
+            outs = forward(list(ls))
+            floats[:] = [i for i, o in enumerate(outs) if jnp.issubdtype(o.dtype, jnp.inexact)]
+            rest = tuple(o for i, o in enumerate(outs) if i not in floats)
+            return tuple(outs[i] for i in floats), rest
+
+        primal, pull, rest = self.jax.vjp(f, *leaves, has_aux=True)
+        grads = pull(tuple(cots[i] for i in floats))
+        outs, fl, other = [], iter(primal), iter(rest)
+        for i in range(len(cots)):
+            outs.append(next(fl) if i in floats else next(other))
+        return outs, list(grads)
 
     def apply(self, node, args, opts):
         op = OPS.get(node["op"])
@@ -257,22 +300,82 @@ def matmul(b, n, a):
     return jnp.matmul(x, y)
 
 
-def attention(b, n, a):
+def scores(b, n, q, k):
+    """q k^T * scale (absent: 1/sqrt(D)) with the causal mask (key j > query i is -Inf, top-left
+    aligned as torch's is_causal), in q's dtype."""
     jnp = b.jnp
-    q = a[0]
     at = attrs(n)
     scale = at.get("scale", 1.0 / math.sqrt(q.shape[-1]))
-    causal = at.get("causal", False)
+    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * scale
+    if at.get("causal", False):
+        keep = jnp.tril(jnp.ones((s.shape[-2], s.shape[-1]), dtype=bool))
+        s = jnp.where(keep, s, -jnp.inf)
+    return s
+
+
+def attention(b, n, a):
+    def f(q, k, v):
+        return b.jnp.matmul(b.jax.nn.softmax(scores(b, n, q, k), axis=-1), v)
+
+    out = rounded(b, a[0], f, *a)
+    return out if isinstance(out, tuple) else (out, "composite")
+
+
+def attention_lse(b, n, a):
+    """logsumexp over keys of the masked scores, in f32 (f64 for f64): the output dtype."""
+    q, k = a
+    m = b.opmath(q)
+    return b.jax.nn.logsumexp(scores(b, n, q.astype(m), k.astype(m)), axis=-1), "composite in f32 (f64 for f64)"
+
+
+ATTENTION_WRT = {"q": 0, "k": 1, "v": 2}
+
+
+def attention_grad(b, n, a):
+    """The gradient of the composite attention with respect to q, k or v for the output
+    cotangent do, by jax.vjp in f32 (f64 for f64), rounded once to q's dtype; o and lse are
+    ignored. The result has no gradient itself."""
+    jax, jnp = b.jax, b.jnp
+    q, k, v, _o, do, _lse = a
+    which = attrs(n).get("wrt")
+    if which not in ATTENTION_WRT:
+        raise ValueError("attention_grad wrt %r is none of q, k, v" % which)
+    m = b.opmath(q)
 
     def f(q, k, v):
-        s = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * scale
-        if causal:
-            keep = jnp.tril(jnp.ones((s.shape[-2], s.shape[-1]), dtype=bool))
-            s = jnp.where(keep, s, -jnp.inf)
-        return jnp.matmul(b.jax.nn.softmax(s, axis=-1), v)
+        return jnp.matmul(jax.nn.softmax(scores(b, n, q, k), axis=-1), v)
 
-    out = rounded(b, q, f, *a)
-    return out if isinstance(out, tuple) else (out, "composite")
+    args = [jax.lax.stop_gradient(x).astype(m) for x in (q, k, v)]
+    _, pull = jax.vjp(f, *args)
+    g = pull(jax.lax.stop_gradient(do).astype(m))[ATTENTION_WRT[which]]
+    return g.astype(q.dtype), "jax.vjp of the composite in f32 (f64 for f64), rounded once; o and lse unused"
+
+
+def full_like(b, n, a):
+    """x's shape and dtype, every element attribute `value` rounded once to the dtype; ints
+    truncate and saturate as a cast does, bool is value != 0."""
+    jnp, x = b.jnp, a[0]
+    v = float(attrs(n)["value"])
+    name = b.names[b.np.dtype(x.dtype)]
+    if b.native:
+        return jnp.full(x.shape, v, x.dtype)
+    if name in HALF_NAMES:
+        return round_once(b, jnp.full(x.shape, v, jnp.float64), x.dtype), "emulated: one rounding"
+    if name in INT_RANGE:
+        lo, hi = INT_RANGE[name]
+        return jnp.full(x.shape, int(math.trunc(min(max(v, lo), hi))), x.dtype), "emulated: truncated and saturated"
+    if name == "bool":
+        return jnp.full(x.shape, v != 0, x.dtype)
+    return jnp.full(x.shape, v, x.dtype)
+
+
+def sign(b, n, a):
+    """-1, 0, +1; sign(+-0) = +0 (XLA keeps -0), sign(NaN) = NaN (XLA agrees); gradient 0."""
+    jnp, x = b.jnp, a[0]
+    s = jnp.sign(x)
+    if b.native or not jnp.issubdtype(x.dtype, jnp.floating):
+        return s
+    return jnp.where(x == 0, jnp.zeros_like(s), s)
 
 
 def transpose(b, n, a):
@@ -314,6 +417,7 @@ OPS = {
     "matmul": matmul, "batch_matmul": matmul, "attention": attention,
     "transpose": transpose, "reshape": reshape, "slice": slice_op, "concat": concat,
     "mse_loss": mse_loss,
+    "full_like": full_like, "sign": sign, "attention_lse": attention_lse, "attention_grad": attention_grad,
 }
 
 if __name__ == "__main__":

@@ -8,7 +8,13 @@ is visible in the report (and suites/differential tests it explicitly):
   - a half-precision op torch has no kernel for on this device runs in f32 and is rounded
     once to the storage dtype (torch 1.13 CPU has almost no f16 kernels, and no bf16 mse);
   - rmsnorm and, before torch 2.1, attention are composites computed in f32 (f64 for f64
-    inputs) and rounded once, since torch has no such op to call.
+    inputs) and rounded once, since torch has no such op to call;
+  - sign(NaN) is NaN and sign(-0) is +0 (torch 1.13's sign gives 0 for NaN); full_like rounds
+    its value once to f16/bf16 (torch rounds through f32) and saturates it for ints (torch
+    refuses or wraps); attention_lse and attention_grad are composites (torch has neither).
+
+Gradient cases (proto.run_vjp_case) use torch.autograd.grad with allow_unused=True. What
+torch 1.13 does at ties, zeros and NaNs, measured, is differential.TorchGradRules (mapping.go).
 """
 
 import math
@@ -92,6 +98,46 @@ class TorchBackend:
 
     def describe(self, x):
         return self.names.get(x.dtype, str(x.dtype)), tuple(x.shape)
+
+    # ---- gradients
+
+    def to_f64(self, x):
+        return x.double()
+
+    def zeros_like(self, x):
+        return self.torch.zeros_like(x)
+
+    def round_to(self, x, name):
+        """x in wire dtype name, rounded once (f64 -> f16/bf16 by round_once: torch's own
+        conversion rounds through f32)."""
+        x = x.detach()
+        dt = self.dtype(name)
+        if x.dtype == dt:
+            return x
+        if name in HALF_NAMES and x.dtype == self.torch.float64:
+            return round_once(self, x, dt)
+        return x.to(dt)
+
+    def vjp(self, forward, leaves, cots):
+        """forward's outputs at leaves, and the gradient of sum_i <cots[i], outputs[i]> with
+        respect to each leaf (None where torch finds no path: allow_unused). Outputs that do
+        not require grad (integers, constants) take no part."""
+        t = self.torch
+        leaves = [x.detach().requires_grad_(True) for x in leaves]
+        with t.enable_grad():
+            outs = forward(leaves)
+        pairs = [(o, c) for o, c in zip(outs, cots) if o.requires_grad]
+        grads = [None] * len(leaves)
+        if pairs and leaves:
+            try:
+                grads = list(t.autograd.grad([o for o, _ in pairs], leaves, grad_outputs=[c for _, c in pairs],
+                                             allow_unused=True))
+            except RuntimeError as e:
+                if "not implemented for" not in str(e):
+                    raise
+                # A backward kernel missing for this dtype on this device (native mode).
+                raise proto.Unsupported("torch %s autograd: %s" % (t.__version__, proto.one_line(e)))
+        return [o.detach() for o in outs], grads
 
     # ---- evaluation
 
@@ -288,12 +334,28 @@ def matmul(b, n, a):
     return out
 
 
+def attention_form(n, q):
+    """(causal, scale) of an attention node: scale absent means 1/sqrt(D)."""
+    at = attrs(n)
+    return at.get("causal", False), at.get("scale", 1.0 / math.sqrt(q.shape[-1]))
+
+
+def scores(b, n, q, k):
+    """q k^T * scale with the causal mask (key j > query i is -Inf, top-left aligned as
+    torch's is_causal), in q's dtype."""
+    t = b.torch
+    causal, scale = attention_form(n, q)
+    s = t.matmul(q, k.transpose(-1, -2)) * scale
+    if causal:
+        keep = t.ones(s.shape[-2], s.shape[-1], dtype=t.bool, device=s.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    return s
+
+
 def attention(b, n, a):
     t, F = b.torch, b.F
     q, k, v = a
-    at = attrs(n)
-    causal = at.get("causal", False)
-    scale = at.get("scale", 1.0 / math.sqrt(q.shape[-1]))
+    causal, scale = attention_form(n, q)
     sdpa = getattr(F, "scaled_dot_product_attention", None)
     if sdpa is not None:
         try:
@@ -302,11 +364,65 @@ def attention(b, n, a):
             pass  # torch 2.0: no scale argument
     # softmax(q k^T * scale, masked) v in f32 (f64 for f64), rounded once.
     m = b.opmath(q)
-    s = t.matmul(q.to(m), k.to(m).transpose(-1, -2)) * scale
-    if causal:
-        keep = t.ones(s.shape[-2], s.shape[-1], dtype=t.bool, device=s.device).tril()
-        s = s.masked_fill(~keep, float("-inf"))
-    return t.matmul(F.softmax(s, dim=-1), v.to(m)).to(q.dtype), COMPOSITE
+    return t.matmul(F.softmax(scores(b, n, q.to(m), k.to(m)), dim=-1), v.to(m)).to(q.dtype), COMPOSITE
+
+
+def attention_lse(b, n, a):
+    """logsumexp over keys of the masked scores, in f32 (f64 for f64): the output dtype."""
+    q, k = a
+    m = b.opmath(q)
+    return b.torch.logsumexp(scores(b, n, q.to(m), k.to(m)), dim=-1), "composite in f32 (f64 for f64)"
+
+
+ATTENTION_WRT = {"q": 0, "k": 1, "v": 2}
+
+
+def attention_grad(b, n, a):
+    """The gradient of softmax(q k^T * scale + mask) v with respect to q, k or v for the output
+    cotangent do, by torch.autograd on the oracle's own composite attention in f32 (f64 for
+    f64), rounded once to q's dtype. The engine's forward output o and log-sum-exp lse are
+    ignored, so the answer does not lean on them. The result has no gradient itself."""
+    t, F = b.torch, b.F
+    q, k, v, _o, do, _lse = a
+    which = attrs(n).get("wrt")
+    if which not in ATTENTION_WRT:
+        raise ValueError("attention_grad wrt %r is none of q, k, v" % which)
+    m = b.opmath(q)
+    with t.enable_grad():
+        leaves = [x.detach().to(m).requires_grad_(True) for x in (q, k, v)]
+        out = t.matmul(F.softmax(scores(b, n, leaves[0], leaves[1]), dim=-1), leaves[2])
+        g, = t.autograd.grad(out, [leaves[ATTENTION_WRT[which]]], grad_outputs=do.detach().to(m))
+    return g.to(q.dtype), "autograd of the composite in f32 (f64 for f64), rounded once; o and lse unused"
+
+
+def full_like(b, n, a):
+    """x's shape and dtype, every element attribute `value` rounded once to the dtype; ints
+    truncate and saturate as a cast does, bool is value != 0."""
+    t, x = b.torch, a[0]
+    v = float(attrs(n)["value"])
+    name = b.names[x.dtype]
+    if b.native:
+        return t.full_like(x, v)
+    if name in HALF_NAMES:
+        full = t.full(tuple(x.shape), v, dtype=t.float64, device=x.device)
+        return round_once(b, full, x.dtype), "emulated: one rounding (torch rounds through f32)"
+    if name in INT_RANGE:
+        lo, hi = INT_RANGE[name]
+        return t.full_like(x, int(math.trunc(min(max(v, lo), hi)))), "emulated: truncated and saturated (torch refuses out of range)"
+    if name == "bool":
+        return t.full_like(x, v != 0)
+    return t.full_like(x, v)
+
+
+def sign(b, n, a):
+    """-1, 0, +1; sign(+-0) = +0 and sign(NaN) = NaN (numpy). torch 1.13 gives 0 for NaN, so
+    NaN is put back; the gradient is 0 everywhere, as torch's."""
+    t, x = b.torch, a[0]
+    s = t.sign(x)
+    if b.native or not x.is_floating_point():
+        return s
+    s = t.where(x == 0, t.zeros_like(s), s)
+    return t.where(t.isnan(x), x.detach(), s), "emulated: sign(NaN) = NaN (torch 1.13 gives 0), sign(-0) = +0"
 
 
 def transpose(b, n, a):
@@ -342,6 +458,7 @@ OPS = {
     "matmul": matmul, "batch_matmul": matmul, "attention": attention,
     "transpose": transpose, "reshape": reshape, "slice": slice_op, "concat": concat,
     "mse_loss": mse_loss,
+    "full_like": full_like, "sign": sign, "attention_lse": attention_lse, "attention_grad": attention_grad,
 }
 
 if __name__ == "__main__":
