@@ -406,6 +406,7 @@ OPS = {
     "sqrt": transcendental(lambda b, n, x: b.jnp.sqrt(x)),
     "rsqrt": transcendental(lambda b, n, x: b.jax.lax.rsqrt(x)),
     "tanh": transcendental(lambda b, n, x: b.jnp.tanh(x)),
+    "erf": transcendental(lambda b, n, x: b.jax.lax.erf(x)),
     "sigmoid": transcendental(lambda b, n, x: b.jax.nn.sigmoid(x)),
     "silu": transcendental(lambda b, n, x: b.jax.nn.silu(x)),
     "gelu": transcendental(gelu_f),

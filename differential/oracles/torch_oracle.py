@@ -448,7 +448,7 @@ def mse_loss(b, n, a):
 
 OPS = {
     "neg": unary("neg"), "abs": unary("abs"), "relu": unary("relu"), "exp": unary("exp"),
-    "log": unary("log"), "sqrt": unary("sqrt"), "rsqrt": unary("rsqrt"), "tanh": unary("tanh"),
+    "log": unary("log"), "sqrt": unary("sqrt"), "rsqrt": unary("rsqrt"), "tanh": unary("tanh"), "erf": unary("erf"),
     "sigmoid": unary("sigmoid"), "silu": lambda b, n, a: b.F.silu(a[0]), "gelu": gelu,
     "add": binary("add"), "sub": binary("sub"), "mul": binary("mul"), "div": binary("div"),
     "maximum": binary("maximum"), "minimum": binary("minimum"),
