@@ -26,6 +26,7 @@ const (
 	Nondeterministic Code = "E_NONDETERMINISTIC"
 	NoDevice         Code = "E_NO_DEVICE"
 	Unsupported      Code = "E_UNSUPPORTED"
+	Checkpoint       Code = "E_CHECKPOINT" // a checkpoint on disk is torn, corrupt or missing
 	Internal         Code = "E_INTERNAL"
 )
 
