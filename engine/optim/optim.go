@@ -33,7 +33,9 @@ type AdamW struct {
 }
 
 // DefaultAdamW is torch's default AdamW.
-func DefaultAdamW() AdamW { return AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 1e-2} }
+func DefaultAdamW() AdamW {
+	return AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 1e-2}
+}
 
 // State is an optimizer's step count and per-parameter buffers.
 type State struct {
