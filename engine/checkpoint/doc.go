@@ -33,7 +33,14 @@
 //     this step exists, so Save returns nil on a rank only when the step is committed.
 //
 // A crash before the rename in step 3 leaves the step Pending and the previous checkpoint the
-// newest committed one; after it, the new step is committed.
+// newest committed one; after it, the new step is committed. A rank that fails on its own
+// (bad State, disk full) still meets the others at both barriers, so nobody waits for it until
+// the deadline: rank 0 then finds its file missing and does not commit, and every rank's Save
+// returns an error. Each barrier wait is bounded by ctx and Writer.Timeout (E_TIMEOUT).
+//
+// Memory: rank 0 reads one rank file at a time into memory at commit, and a loading rank reads
+// its own file into memory (the bytes it hashes are the bytes it parses); other ranks' files are
+// streamed through SHA-256.
 //
 // # Loading (LoadLatest, Load, List)
 //
@@ -45,14 +52,19 @@
 //	checkpoint step 40: rank-1.npz: sha256 mismatch (torn or corrupted); falling back to step 30
 //
 // A directory without any manifest (missing, empty, or only crashed first saves) is a fresh
-// start: LoadLatest returns (nil, nil). Manifests that all fail is an E_CHECKPOINT error. A
+// start: LoadLatest returns (nil, nil). When manifests exist but none verifies, the result is
+// an E_CHECKPOINT error that lists every step's reason. A
 // manifest whose world differs from the caller's is an E_CHECKPOINT error straight away, not a
 // fallback: resharding is not supported and silently rolling back past it would lose work.
 //
 // # Index
 //
-// layout.go (names of folders and files, directory fsync), manifest.go (Manifest, File,
-// ParseManifest), rankfile.go (State <-> .npz), save.go (Writer, Save, commit, cleanup),
-// load.go (LoadLatest, Load, List, Info, Status), hooks.go (the crash hook used by the
-// SIGKILL tests).
+// layout.go (StepDirName, RankFileName, ManifestName, directory fsync), manifest.go (Manifest,
+// File, ParseManifest, FormatVersion, MaxWorld), rankfile.go (State <-> .npz), save.go (Writer,
+// Save, DefaultTimeout, commit, cleanup), load.go (LoadLatest, Load, Loaded, List, Info,
+// Status), hooks.go (the crash phases and the hook the SIGKILL tests kill at).
+//
+// Tests: save_test.go (round trips, goroutine ranks, barriers, garbage), corrupt_test.go
+// (fallbacks and notices), crash_test.go (a re-executed child SIGKILLed at every phase of
+// Save), fuzz_test.go (FuzzManifest, FuzzRankFile).
 package checkpoint

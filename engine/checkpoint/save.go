@@ -35,7 +35,9 @@ type Writer struct {
 	Barrier func(ctx context.Context) error
 
 	// Keep is how many committed checkpoints to keep, the new one included; older ones are
-	// removed by rank 0 right after a commit. Zero or less keeps all.
+	// removed by rank 0 right after a commit (a folder with a manifest counts, whether or not
+	// its files still verify). Zero or less keeps all. Folders without a manifest older than
+	// the new step are crashed saves and are always removed; newer ones are left alone.
 	Keep int
 
 	// Timeout bounds each barrier wait (ctx's own deadline still applies); zero means
