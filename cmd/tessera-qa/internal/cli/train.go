@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/harness/train"
+)
+
+func init() { registerVerb(newTrainCmd) }
+
+func newTrainCmd(e *env) *cobra.Command {
+	var (
+		cfg                              train.Config
+		model, meshArg, transport, dtype string
+		optName, backendArg, jsonPath    string
+		lr                               float64
+	)
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "The reference training workload: forward, autodiff backward, optimizer, data-parallel, checkpoints",
+		Long: `Train a small model (mlp or transformer-block) on a seeded synthetic task: the forward graph is
+differentiated by engine/autodiff, compiled once, stepped with AdamW (or SGD) update kernels.
+--mesh dp=N splits every step's global batch over N data-parallel ranks whose gradients are
+averaged in deterministic mode (the bits do not depend on arrival order): goroutines with
+--transport inproc, processes with --transport tcp (started through tessera-qa launch's
+machinery, or joined under a launcher). Checkpoints are committed in two phases every
+--checkpoint-every steps; --resume continues from the newest good one.
+
+Same seed, mesh and device class: the same loss curve and final digest, bit for bit, also
+for a run killed and resumed. Exit 0 on success, 1 when a step failed (E_NAN_INF ...), 2 for
+bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
+		Example: `  tessera-qa train --model mlp --steps 50 --seed 1
+  tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --checkpoint-every 10
+  tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --resume`,
+		Args: exactArgs(),
+		RunE: verb(func(cmd *cobra.Command, args []string) error {
+			dt, err := numerics.Parse(dtype)
+			if err != nil || !dt.IsFloat() {
+				return usage(cmd, "--dtype %q: want a float dtype", dtype)
+			}
+			world := 1
+			if meshArg != "" {
+				m, err := mesh.ParseMesh(meshArg)
+				if err != nil {
+					return usage(cmd, "--mesh: %v", err)
+				}
+				if len(m.Axes) != 1 || m.Axes[0].Name != "dp" {
+					return usage(cmd, "--mesh %s: only data parallelism (dp=N) is supported by train", meshArg)
+				}
+				world = m.World()
+			}
+			if transport != "inproc" && transport != "tcp" {
+				return usage(cmd, "--transport %q: want inproc or tcp", transport)
+			}
+			b, err := backend.Get(backendArg)
+			if err != nil {
+				return err
+			}
+			if err := b.Available(); err != nil {
+				return errs.Wrap(errs.NoDevice, err, "backend %s", backendArg)
+			}
+			opt, err := train.NewOptimizer(optName, lr, b)
+			if err != nil {
+				return usage(cmd, "%v", err)
+			}
+			cfg.Model, cfg.DType, cfg.Backend, cfg.Optimizer = model, dt, b, opt
+			ctx := context.Background()
+			var res *train.Result
+			w := e.human(jsonPath)
+			switch {
+			case transport == "tcp" && train.InJob():
+				if os.Getenv(train.ResultEnv) == "" { // under an outside launcher: the log is the progress
+					cfg.Progress = func(step int, loss float64) { fmt.Fprintf(e.stderr, "step %d loss %.6g\n", step, loss) }
+				}
+				if res, err = train.Rank(ctx, cfg); err != nil {
+					return err
+				}
+				if os.Getenv(train.ResultEnv) != "" {
+					return nil // a self-launched rank: the starting process prints
+				}
+			case transport == "tcp" && world > 1:
+				exe, err := collectivesExe()
+				if err != nil {
+					return errs.New(errs.Internal, "train: cannot find this program to start its ranks: %v", err)
+				}
+				var exit int
+				res, exit, err = train.SelfLaunch(ctx, world, exe, trainArgs(cmd), e.stderr)
+				if err != nil {
+					return err
+				}
+				if exit != 0 {
+					return &exitError{code: exit}
+				}
+			default:
+				bar := newTrainBar(e.stderr, model, cfg.Steps)
+				cfg.Progress = bar.step
+				res, err = train.Inproc(ctx, cfg, world)
+				bar.wait()
+				if err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(w, "train: %s %s, world %d, seed %d, steps %d..%d on %s\n", res.Model, res.DType, res.World, res.Seed, res.StartStep+1, res.Steps, res.Device)
+			for _, n := range res.Notices {
+				fmt.Fprintf(w, "train: %s\n", n)
+			}
+			if res.StartStep > 0 {
+				fmt.Fprintf(w, "train: resumed from the checkpoint of step %d\n", res.StartStep)
+			}
+			for _, l := range res.Losses {
+				fmt.Fprintf(w, "step %4d  loss %.8g  (%s)\n", l.Step, l.Value, l.Bits)
+			}
+			fmt.Fprintf(w, "train: final digest %s\n", res.Digest)
+			return e.writeJSON(jsonPath, res)
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&model, "model", "mlp", "mlp or transformer-block")
+	f.IntVar(&cfg.Steps, "steps", 50, "optimizer steps")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the parameters and the data")
+	f.StringVar(&meshArg, "mesh", "", "data-parallel mesh, e.g. dp=2 (default: one rank)")
+	f.StringVar(&transport, "transport", "inproc", "inproc (goroutine ranks) or tcp (process ranks)")
+	f.StringVar(&dtype, "dtype", "f32", "parameter and activation dtype")
+	f.StringVar(&optName, "optimizer", "adamw", "adamw or sgd")
+	f.Float64Var(&lr, "lr", 1e-2, "learning rate")
+	f.StringVar(&backendArg, "backend", "cpu", "cpu or cuda")
+	f.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "", "`DIR` for checkpoints")
+	f.IntVar(&cfg.CheckpointEvery, "checkpoint-every", 0, "commit a checkpoint every K steps (0: never)")
+	f.BoolVar(&cfg.Resume, "resume", false, "continue from the newest good checkpoint in --checkpoint-dir")
+	f.IntVar(&cfg.KillAtStep, "kill-at-step", 0, "testing: SIGKILL this process right after step S (every rank)")
+	f.MarkHidden("kill-at-step")
+	addJSONFlag(cmd, &jsonPath)
+	return cmd
+}
+
+// trainArgs is the verb's command line for its tcp ranks: every flag set, but --mesh's world
+// comes from the launcher and --json is the starting process's.
+func trainArgs(cmd *cobra.Command) []string {
+	args := []string{"train"}
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if fl.Name == "json" {
+			return
+		}
+		args = append(args, "--"+fl.Name+"="+fl.Value.String())
+	})
+	return args
+}
+
+// trainBar shows the steps and the last loss under a progress bar on a terminal; elsewhere
+// the loss table printed at the end says it all.
+type trainBar struct {
+	p    *mpb.Progress
+	bar  *mpb.Bar
+	mu   sync.Mutex
+	loss float64
+}
+
+func newTrainBar(w io.Writer, model string, steps int) *trainBar {
+	t := &trainBar{}
+	if !isTerminal(w) || steps <= 0 {
+		return t
+	}
+	t.p = mpb.New(mpb.WithOutput(w), mpb.WithWidth(40))
+	t.bar = t.p.AddBar(int64(steps),
+		mpb.PrependDecorators(decor.Name("train "+model+" "), decor.CountersNoUnit("%d/%d")),
+		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			return fmt.Sprintf(" loss %.5g", t.loss)
+		})))
+	return t
+}
+
+func (t *trainBar) step(_ int, loss float64) {
+	if t.bar == nil {
+		return
+	}
+	t.mu.Lock()
+	t.loss = loss
+	t.mu.Unlock()
+	t.bar.Increment()
+}
+
+func (t *trainBar) wait() {
+	if t.p != nil {
+		t.bar.Abort(false)
+		t.p.Wait()
+	}
+}

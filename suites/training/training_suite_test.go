@@ -1,0 +1,58 @@
+// Package training_test checks the reference training workload (issue 10): the same seed gives
+// the same loss curve and final digest bit for bit, in one process and over tcp; a run killed by SIGKILL
+// and resumed from its checkpoint ends with the digest of the uninterrupted run.
+//
+// The process specs run the tessera-qa binary, built once for the suite (or $TESSERA_QA_BIN).
+package training_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+func TestTraining(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Training Suite")
+}
+
+// bin is the tessera-qa binary the process specs run; binErr says why there is none.
+var bin, binErr string
+
+var _ = SynchronizedBeforeSuite(func() []byte {
+	if p := os.Getenv("TESSERA_QA_BIN"); p != "" {
+		return []byte(p)
+	}
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			return []byte("!no go tool to build tessera-qa and no $TESSERA_QA_BIN")
+		}
+	}
+	dir, err := os.MkdirTemp("", "training-suite-")
+	Expect(err).NotTo(HaveOccurred())
+	out := filepath.Join(dir, "tessera-qa")
+	build := exec.Command(goTool, "build", "-o", out, "github.com/tessera-qa/tessera-qa/cmd/tessera-qa")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := build.CombinedOutput(); err != nil {
+		return []byte("!go build ./cmd/tessera-qa: " + err.Error() + ": " + string(msg))
+	}
+	return []byte(out)
+}, func(data []byte) {
+	if s := string(data); len(s) > 0 && s[0] == '!' {
+		binErr = s[1:]
+	} else {
+		bin = s
+	}
+})
+
+var _ = SynchronizedAfterSuite(func() {}, func() {
+	if bin != "" && os.Getenv("TESSERA_QA_BIN") == "" {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+})
