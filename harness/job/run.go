@@ -27,10 +27,12 @@ const (
 	SuiteSmoke       = "smoke"
 	// SuiteCollectives: a short in-process collectives check (collectives.go).
 	SuiteCollectives = "collectives"
+	// SuiteTraining: short runs of the reference training workload (training.go).
+	SuiteTraining = "training"
 )
 
 // Suites lists every suite Run knows.
-var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives}
+var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives, SuiteTraining}
 
 // DefaultSmoke is the number of random smoke graphs a run draws by default.
 const DefaultSmoke = 200
@@ -242,6 +244,8 @@ func (r *runner) tasks(suite string) ([]task, error) {
 		return r.smokeTasks(), nil
 	case SuiteCollectives:
 		return r.collectivesTasks(), nil
+	case SuiteTraining:
+		return r.trainingTasks(), nil
 	}
 	return nil, errs.New(errs.Internal, "no tasks for suite %q", suite)
 }

@@ -1,0 +1,120 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/harness"
+	"github.com/tessera-qa/tessera-qa/harness/train"
+)
+
+// The training suite of the main job: the reference workload (harness/train) for a few steps
+// on the cpu backend: each model twice (the loss bits and final digest must repeat), the mlp
+// data-parallel over 2 in-process ranks, and the mlp stopped at a checkpoint and resumed (the
+// digest must equal the uninterrupted run's). The SIGKILL version runs in suites/training.
+const trainingSteps = 12
+
+func (r *runner) trainingTasks() []task {
+	var ts []task
+	for _, model := range train.Models {
+		ts = append(ts, func() harness.Result {
+			return trainingResult(model+"/repeat", func(cfg train.Config) (string, string, error) {
+				a, err := train.Inproc(context.Background(), cfg, 1)
+				if err != nil {
+					return "", "", err
+				}
+				b, err := train.Inproc(context.Background(), cfg, 1)
+				if err != nil {
+					return "", "", err
+				}
+				return a.Digest, b.Digest, sameLosses(a, b)
+			}, model)
+		})
+	}
+	ts = append(ts, func() harness.Result {
+		return trainingResult("mlp/dp2-inproc/repeat", func(cfg train.Config) (string, string, error) {
+			a, err := train.Inproc(context.Background(), cfg, 2)
+			if err != nil {
+				return "", "", err
+			}
+			b, err := train.Inproc(context.Background(), cfg, 2)
+			if err != nil {
+				return "", "", err
+			}
+			return a.Digest, b.Digest, sameLosses(a, b)
+		}, "mlp")
+	}, func() harness.Result {
+		return trainingResult("mlp/resume", func(cfg train.Config) (string, string, error) {
+			whole, err := train.Inproc(context.Background(), cfg, 1)
+			if err != nil {
+				return "", "", err
+			}
+			dir, err := os.MkdirTemp("", "tessera-train-resume-")
+			if err != nil {
+				return "", "", errs.New(errs.Input, "training: temporary folder: %v", err)
+			}
+			defer os.RemoveAll(dir)
+			first := cfg
+			first.Steps, first.CheckpointDir, first.CheckpointEvery = trainingSteps/2, dir, trainingSteps/2
+			if _, err := train.Inproc(context.Background(), first, 1); err != nil {
+				return "", "", err
+			}
+			rest := cfg
+			rest.CheckpointDir, rest.Resume = dir, true
+			res, err := train.Inproc(context.Background(), rest, 1)
+			if err != nil {
+				return "", "", err
+			}
+			if res.StartStep != trainingSteps/2 {
+				return "", "", fmt.Errorf("resumed at step %d, want %d", res.StartStep, trainingSteps/2)
+			}
+			return whole.Digest, res.Digest, nil
+		}, "mlp")
+	})
+	return ts
+}
+
+func sameLosses(a, b *train.Result) error {
+	for i := range a.Losses {
+		if i >= len(b.Losses) || a.Losses[i].Bits != b.Losses[i].Bits {
+			return fmt.Errorf("step %d: loss %s, then %s", i+1, a.Losses[i].Bits, b.Losses[min(i, len(b.Losses)-1)].Bits)
+		}
+	}
+	return nil
+}
+
+// trainingResult runs body (two digests that must be equal) and reports it as a case.
+func trainingResult(name string, body func(train.Config) (string, string, error), model string) harness.Result {
+	start := time.Now()
+	b, _ := backend.Get("cpu")
+	env := harness.CaptureEnv(b)
+	env.Determinism = harness.DeterminismBitwise
+	res := harness.Result{Schema: harness.ResultSchema, Suite: SuiteTraining, Case: name, Backend: env.Backend, Device: env.Device,
+		DeviceClass: env.DeviceClass, Seed: 1, Outputs: []harness.OutputResult{}, Env: env}
+	opt, err := train.NewOptimizer("adamw", 1e-2, b)
+	if err == nil {
+		var want, got string
+		want, got, err = body(train.Config{Model: model, Steps: trainingSteps, Seed: 1, Backend: b, Optimizer: opt})
+		res.Digest = got
+		if err == nil && got != want {
+			err = errs.New(errs.Nondeterministic, "final digest %s, want %s", got, want)
+		}
+	}
+	res.Timing.TotalMS = float64(time.Since(start).Microseconds()) / 1000
+	switch {
+	case errs.CodeOf(err) == errs.Nondeterministic || (err != nil && errs.CodeOf(err) == ""):
+		res.Verdict, res.Reason = harness.VerdictFail, err.Error()
+	case err != nil:
+		res.Verdict, res.ErrorCode, res.Reason = harness.VerdictError, string(errs.CodeOf(err)), err.Error()
+	default:
+		res.Verdict = harness.VerdictPass
+	}
+	if res.Reason != "" {
+		res.Reason += fmt.Sprintf(" (rerun: tessera-qa train --model %s --steps %d --seed 1)", model, trainingSteps)
+	}
+	return res
+}
