@@ -74,6 +74,17 @@ var opCases = map[string][]opCase{
 		{in: []Type{ty(f32, 4, 8), ty(f32, 4, 8), ty(f32, 4, 8)}, attrs: Attrs{"scale": Float(5e-324)}},
 		{in: []Type{ty(f32, 4, 8), ty(f32, 4, 8), ty(f32, 4, 8)}, attrs: Attrs{"scale": Float(1e21)}},
 	},
+	"full_like": {{in: []Type{ty(f32, 2, 3)}, attrs: Attrs{"value": Float(0.5)}}, {in: []Type{ty(i32, 4)}, attrs: Attrs{"value": Float(-3)}}},
+	"sign":      {{in: []Type{ty(f32, 2, 3)}}, {in: []Type{ty(numerics.I8, 5)}}},
+	"erf":       {{in: []Type{ty(bf16, 7)}}},
+	"attention_lse": {
+		{in: []Type{ty(f32, 2, 4, 8), ty(f32, 2, 6, 8)}, attrs: Attrs{"causal": Bool(true)}},
+		{in: []Type{ty(bf16, 4, 8), ty(bf16, 5, 8)}, attrs: Attrs{"scale": Float(0.25)}},
+	},
+	"attention_grad": {
+		{in: []Type{ty(bf16, 2, 4, 8), ty(bf16, 2, 6, 8), ty(bf16, 2, 6, 3), ty(bf16, 2, 4, 3), ty(bf16, 2, 4, 3), ty(f32, 2, 4)}, attrs: Attrs{"causal": Bool(true), "wrt": String("k")}},
+		{in: []Type{ty(numerics.F64, 4, 8), ty(numerics.F64, 4, 8), ty(numerics.F64, 4, 8), ty(numerics.F64, 4, 8), ty(numerics.F64, 4, 8), ty(numerics.F64, 4)}, attrs: Attrs{"wrt": String("q")}},
+	},
 	"transpose": {
 		{in: []Type{ty(f32, 2, 3, 4)}, attrs: Attrs{"perm": Ints(2, 0, 1)}},
 		{in: []Type{ty(f32)}, attrs: Attrs{"perm": Ints()}},

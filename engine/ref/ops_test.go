@@ -173,6 +173,27 @@ var matmulCases = []opCase{
 		[]float64{5}, 1e-14},
 	{"attention/scale_attr", "attention", graph.Attrs{"scale": graph.Float(0.5)},
 		ins(tt(f64, sh(1, 1), 2), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6)), f64, sh(1, 1), []float64{5}, 1e-14},
+	// full_like rounds as cast does: 1+2^-9 to bf16 is 1 (tie to even), 300 to int8 saturates.
+	{"full_like/bf16", "full_like", graph.Attrs{"value": graph.Float(1 + 1.0/512)}, ins(tt(numerics.BF16, sh(2), 7, -7)), numerics.BF16, sh(2), []float64{1, 1}, 0},
+	{"full_like/int8", "full_like", graph.Attrs{"value": graph.Float(300)}, ins(tt(i8, sh(1), 3)), i8, sh(1), []float64{127}, 0},
+	{"sign", "sign", nil, ins(tt(f32, sh(5), -2, math.Copysign(0, -1), 0, 3, nan)), f32, sh(5), []float64{-1, 0, 0, 1, nan}, 0},
+	{"sign/int8", "sign", nil, ins(tt(i8, sh(3), -128, 0, 5)), i8, sh(3), []float64{-1, 0, 1}, 0},
+	// erf(1) and erf(-0.5) from tables (Abramowitz & Stegun 7.1).
+	{"erf", "erf", nil, ins(tt(f64, sh(3), 0, 1, -0.5)), f64, sh(3), []float64{0, 0.8427007929497149, -0.5204998778130465}, 1e-15},
+	// Scores [0, ln2] (D=1, scale 1): lse = log(1+2) = ln3.
+	{"attention_lse", "attention_lse", graph.Attrs{"scale": graph.Float(1)}, ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2)), f64, sh(1),
+		[]float64{math.Log(3)}, 1e-15},
+	// Same problem, v = [3, 6], o = 5, do = 1: P = [1/3, 2/3], dV = P^T dO = [1/3, 2/3];
+	// dP = [3, 6], D = 5, dS = P(dP - D) = [-2/3, 2/3], dQ = dS K = 2/3 ln2, dK = dS^T Q = [-2/3, 2/3].
+	{"attention_grad/v", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("v")},
+		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), math.Log(3))),
+		f64, sh(2, 1), []float64{1.0 / 3, 2.0 / 3}, 1e-15},
+	{"attention_grad/q", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("q")},
+		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), math.Log(3))),
+		f64, sh(1, 1), []float64{2.0 / 3 * ln2}, 1e-15},
+	{"attention_grad/k", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("k")},
+		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), math.Log(3))),
+		f64, sh(2, 1), []float64{-2.0 / 3, 2.0 / 3}, 1e-15},
 	// Equal scores: row 0 sees only key 0, row 1 averages both keys.
 	{"attention/causal", "attention", graph.Attrs{"causal": graph.Bool(true)},
 		ins(tt(f32, sh(2, 1), 1, 1), tt(f32, sh(2, 1), 0, 0), tt(f32, sh(2, 2), 3, -1, 6, 1)), f32, sh(2, 2), []float64{3, -1, 4.5, 0}, 0},

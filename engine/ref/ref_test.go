@@ -206,10 +206,13 @@ func TestEveryDeclaredDType(t *testing.T) {
 		"matmul": {sh(2, 3), sh(3, 2)}, "batch_matmul": {sh(2, 2, 3), sh(2, 3, 2)},
 		"attention": {sh(2, 3, 4), sh(2, 5, 4), sh(2, 5, 2)}, "layernorm": {sh(2, 3), sh(3), sh(3)},
 		"rmsnorm": {sh(2, 3), sh(3)}, "concat": {sh(2, 3), sh(1, 3)},
+		"attention_lse": {sh(2, 3, 4), sh(2, 5, 4)},
+		"attention_grad": {sh(2, 3, 4), sh(2, 5, 4), sh(2, 5, 2), sh(2, 3, 2), sh(2, 3, 2), sh(2, 3)},
 	}
 	attrs := map[string]graph.Attrs{
 		"cast": {"to": graph.DTypeAttr(f32)}, "transpose": {"perm": graph.Ints(1, 0)}, "reshape": {"shape": graph.Ints(-1)},
 		"slice": {"starts": graph.Ints(0, 1), "ends": graph.Ints(2, 3)}, "concat": {"axis": graph.Int(0)},
+		"full_like": {"value": graph.Float(2)}, "attention_grad": {"wrt": graph.String("v")},
 	}
 	for _, d := range graph.Ops() {
 		for _, dt := range d.DTypes {
@@ -222,7 +225,14 @@ func TestEveryDeclaredDType(t *testing.T) {
 			}
 			ts := make([]*tensor.Tensor, len(in))
 			for i, s := range in {
-				ts[i] = tensor.New(dt, s)
+				idt := dt
+				if d.SharedDTypeArgs > 0 && i >= d.SharedDTypeArgs { // attention_grad's lse
+					idt = f32
+					if dt == f64 {
+						idt = dt
+					}
+				}
+				ts[i] = tensor.New(idt, s)
 				for j := range ts[i].Len() {
 					ts[i].SetFloat64(j, float64(j%3))
 				}
