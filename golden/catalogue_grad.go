@@ -1,0 +1,81 @@
+package golden
+
+import (
+	"fmt"
+
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/harness"
+)
+
+// The ops autodiff emits: sign and erf as unary ops, full_like's constant, and attention's
+// saved log-sum-exp and fused backward. An attention_grad case computes o and lse inside the
+// graph from its q, k, v (so they are the forward's), with do an input.
+func init() {
+	register(unaryFamily, "sign", "erf")
+	register(fullLikeFamily, "full_like")
+	register(attentionGradFamily, "attention_lse", "attention_grad")
+}
+
+func fullLikeFamily(op string, dt numerics.DType) []Spec {
+	v := 0.3
+	if dt.IsInt() {
+		v = -3
+	}
+	d := harness.DefaultDist(dt)
+	// A constant alone is refused as a reference (an all-equal output proves nothing), so the
+	// case adds it to x.
+	return finish(op, dt, draft{tag: "7x13-plus-x", dists: dists("x", d), tol: tolDefault, build: func(b *graph.Builder) *graph.Value {
+		x := b.Input("x", dt, 7, 13)
+		return b.Op("add", nil, x, b.Op(op, graph.Attrs{"value": graph.Float(v)}, x))
+	}})
+}
+
+func attentionGradFamily(op string, dt numerics.DType) []Spec {
+	mk := func(batch, sq, sk, d int, causal bool, wrt string) draft {
+		tag := fmt.Sprintf("%dx%dx%dx%d", batch, sq, sk, d)
+		if causal {
+			tag += "-causal"
+		}
+		if wrt != "" {
+			tag += "-" + wrt
+		}
+		ds := dists("q", distNormal, "k", distNormal)
+		if op == "attention_grad" {
+			ds = dists("q", distNormal, "k", distNormal, "v", distNormal, "do", distNormal)
+		}
+		return draft{tag: tag, dists: ds, tol: tolAttentionGrad(max(sq, sk)), build: func(b *graph.Builder) *graph.Value {
+			at := graph.Attrs{"causal": graph.Bool(causal)}
+			q, k := b.Input("q", dt, batch, sq, d), b.Input("k", dt, batch, sk, d)
+			if op == "attention_lse" {
+				return b.Op(op, at, q, k)
+			}
+			v, do := b.Input("v", dt, batch, sk, d), b.Input("do", dt, batch, sq, d)
+			o := b.Op("attention", at, q, k, v)
+			lse := b.Op("attention_lse", at, q, k)
+			ga := graph.Attrs{"causal": graph.Bool(causal), "wrt": graph.String(wrt)}
+			return b.Op(op, ga, q, k, v, o, do, lse)
+		}}
+	}
+	if op == "attention_lse" {
+		return finish(op, dt, mk(2, 37, 45, 8, false, ""), mk(1, 67, 67, 16, true, ""))
+	}
+	return finish(op, dt, mk(2, 13, 19, 8, false, "q"), mk(2, 13, 19, 8, true, "k"), mk(1, 19, 13, 8, true, "v"))
+}
+
+// tolAttentionGrad is tolAttention, with fp8 outputs allowed one more ulp of the largest
+// gradient element: the fused backward reads o (the forward output, stored in fp8) for
+// rowsum(dO*O), an error the golden model, which recomputes o exactly, does not have.
+func tolAttentionGrad(k int) tolRule {
+	base := tolAttention(k)
+	return func(out graph.Type) harness.Tolerance {
+		t := base(out)
+		switch out.DType {
+		case numerics.F8E4M3:
+			t.ATol = max(t.ATol, 0.03125)
+		case numerics.F8E5M2:
+			t.ATol = max(t.ATol, 0.0625)
+		}
+		return t
+	}
+}
