@@ -102,7 +102,9 @@ func TestSmokeCasesAreValidAndCoverTheRegistry(t *testing.T) {
 	}
 	var missing []string
 	for _, d := range graph.Ops() {
-		if !heads[d.Name] {
+		// The ops autodiff emits need a value or the forward's o and lse: the golden suite and
+		// gradcheck cover them, the random smoke graphs do not.
+		if !heads[d.Name] && d.Name != "full_like" && d.Kind != graph.KindAttentionGrad {
 			missing = append(missing, d.Name)
 		}
 	}
