@@ -18,17 +18,22 @@ func init() {
 }
 
 func fullLikeFamily(op string, dt numerics.DType) []Spec {
-	v := 0.3
-	if dt.IsInt() {
-		v = -3
-	}
 	d := harness.DefaultDist(dt)
-	// A constant alone is refused as a reference (an all-equal output proves nothing), so the
-	// case adds it to x.
-	return finish(op, dt, draft{tag: "7x13-plus-x", dists: dists("x", d), tol: tolDefault, build: func(b *graph.Builder) *graph.Value {
-		x := b.Input("x", dt, 7, 13)
-		return b.Op("add", nil, x, b.Op(op, graph.Attrs{"value": graph.Float(v)}, x))
-	}})
+	// A constant alone is refused as a reference (an all-equal output proves nothing), so each
+	// case combines it with x. The values round as cast rounds: 0.3 and -2.7 are exact in no
+	// float format (-2.7 becomes -2.75 in e4m3, -2.5 in e5m2); for ints -3 is exact, 300.7
+	// truncates to 300 in int32 and saturates to 127 in int8.
+	mk := func(tag, combine string, v float64, shape ...int) draft {
+		return draft{tag: tag, dists: dists("x", d), tol: tolDefault, build: func(b *graph.Builder) *graph.Value {
+			x := b.Input("x", dt, shape...)
+			return b.Op(combine, nil, x, b.Op(op, graph.Attrs{"value": graph.Float(v)}, x))
+		}}
+	}
+	v1, v2 := 0.3, -2.7
+	if dt.IsInt() {
+		v1, v2 = -3, 300.7
+	}
+	return finish(op, dt, mk("7x13-plus-x", "add", v1, 7, 13), mk("1031-times-x", "mul", v2, 1031))
 }
 
 func attentionGradFamily(op string, dt numerics.DType) []Spec {
