@@ -74,9 +74,13 @@ var opCases = map[string][]opCase{
 		{in: []Type{ty(f32, 4, 8), ty(f32, 4, 8), ty(f32, 4, 8)}, attrs: Attrs{"scale": Float(5e-324)}},
 		{in: []Type{ty(f32, 4, 8), ty(f32, 4, 8), ty(f32, 4, 8)}, attrs: Attrs{"scale": Float(1e21)}},
 	},
-	"full_like": {{in: []Type{ty(f32, 2, 3)}, attrs: Attrs{"value": Float(0.5)}}, {in: []Type{ty(i32, 4)}, attrs: Attrs{"value": Float(-3)}}},
-	"sign":      {{in: []Type{ty(f32, 2, 3)}}, {in: []Type{ty(numerics.I8, 5)}}},
-	"erf":       {{in: []Type{ty(bf16, 7)}}},
+	"full_like": {
+		{in: []Type{ty(f32, 2, 3)}, attrs: Attrs{"value": Float(0.5)}}, {in: []Type{ty(i32, 4)}, attrs: Attrs{"value": Float(-3)}},
+		{in: []Type{ty(numerics.F16, 3)}, attrs: Attrs{"value": Float(math.NaN())}}, {in: []Type{ty(f32)}, attrs: Attrs{"value": Float(math.Copysign(0, -1))}},
+		{in: []Type{ty(numerics.F8E4M3, 2)}, attrs: Attrs{"value": Float(math.Inf(-1))}},
+	},
+	"sign": {{in: []Type{ty(f32, 2, 3)}}, {in: []Type{ty(numerics.I8, 5)}}},
+	"erf":  {{in: []Type{ty(bf16, 7)}}, {in: []Type{ty(numerics.F64)}}},
 	"attention_lse": {
 		{in: []Type{ty(f32, 2, 4, 8), ty(f32, 2, 6, 8)}, attrs: Attrs{"causal": Bool(true)}},
 		{in: []Type{ty(bf16, 4, 8), ty(bf16, 5, 8)}, attrs: Attrs{"scale": Float(0.25)}},
@@ -84,6 +88,9 @@ var opCases = map[string][]opCase{
 	"attention_grad": {
 		{in: []Type{ty(bf16, 2, 4, 8), ty(bf16, 2, 6, 8), ty(bf16, 2, 6, 3), ty(bf16, 2, 4, 3), ty(bf16, 2, 4, 3), ty(f32, 2, 4)}, attrs: Attrs{"causal": Bool(true), "wrt": String("k")}},
 		{in: []Type{ty(numerics.F64, 4, 8), ty(numerics.F64, 4, 8), ty(numerics.F64, 4, 8), ty(numerics.F64, 4, 8), ty(numerics.F64, 4, 8), ty(numerics.F64, 4)}, attrs: Attrs{"wrt": String("q")}},
+		// An f64 accumulator makes lse f64 for f16 inputs; Dv (5) differs from D (8).
+		{in: []Type{ty(numerics.F16, 3, 2, 7, 8), ty(numerics.F16, 3, 2, 9, 8), ty(numerics.F16, 3, 2, 9, 5), ty(numerics.F16, 3, 2, 7, 5), ty(numerics.F16, 3, 2, 7, 5), ty(numerics.F64, 3, 2, 7)},
+			attrs: Attrs{"wrt": String("v"), "scale": Float(0.125), "accum": DTypeAttr(numerics.F64)}},
 	},
 	"transpose": {
 		{in: []Type{ty(f32, 2, 3, 4)}, attrs: Attrs{"perm": Ints(2, 0, 1)}},

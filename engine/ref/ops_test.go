@@ -52,6 +52,33 @@ var unaryCases = []opCase{
 	// 0.5(1+tanh(0.7978845608*1.044715)) = 0.8411919906; tanh is odd, so gelu(-1) = -(1-0.84119...).
 	{"gelu/tanh", "gelu", graph.Attrs{"approx": graph.String("tanh")}, ins(tt(f64, sh(3), 0, 1, -1)), f64, sh(3),
 		[]float64{0, 0.8411919906, -0.1588080094}, 1e-10},
+	// full_like rounds value as cast does, whatever x holds: 1+2^-8 lies halfway between bf16's
+	// 1 and 1+2^-7 (tie to even: 1), 1+3*2^-8 halfway between 1+2^-7 and 1+2^-6 (even: 1+2^-6);
+	// e4m3 saturates at 448, f16 overflows to +Inf; ints truncate toward zero and saturate.
+	{"full_like/bf16_tie_down", "full_like", graph.Attrs{"value": graph.Float(1 + 1.0/256)}, ins(tt(numerics.BF16, sh(2), 7, nan)),
+		numerics.BF16, sh(2), []float64{1, 1}, 0},
+	{"full_like/bf16_tie_up", "full_like", graph.Attrs{"value": graph.Float(1 + 3.0/256)}, ins(tt(numerics.BF16, sh(1), -7)),
+		numerics.BF16, sh(1), []float64{1.015625}, 0},
+	{"full_like/fp8e4m3_saturates", "full_like", graph.Attrs{"value": graph.Float(-1000)}, ins(tt(numerics.F8E4M3, sh(1), 1)),
+		numerics.F8E4M3, sh(1), []float64{-448}, 0},
+	{"full_like/f16_overflows", "full_like", graph.Attrs{"value": graph.Float(1e5)}, ins(tt(f16, sh(1), 1)), f16, sh(1), []float64{inf}, 0},
+	{"full_like/f32_nan", "full_like", graph.Attrs{"value": graph.Float(nan)}, ins(tt(f32, sh(2), 1, 2)), f32, sh(2), []float64{nan, nan}, 0},
+	{"full_like/f32_negzero", "full_like", graph.Attrs{"value": graph.Float(negz)}, ins(tt(f32, sh(1), 1)), f32, sh(1), []float64{negz}, 0},
+	{"full_like/int8_saturates", "full_like", graph.Attrs{"value": graph.Float(300)}, ins(tt(i8, sh(1), 3)), i8, sh(1), []float64{127}, 0},
+	{"full_like/int8_saturates_low", "full_like", graph.Attrs{"value": graph.Float(-300.7)}, ins(tt(i8, sh(1), 3)), i8, sh(1), []float64{-128}, 0},
+	{"full_like/int32_truncates", "full_like", graph.Attrs{"value": graph.Float(-3.7)}, ins(tt(i32, sh(3), 1, 2, 3)), i32, sh(3), []float64{-3, -3, -3}, 0},
+	// sign: both zeros give +0, NaN stays NaN, infinities and the smallest subnormal count.
+	{"sign/f32", "sign", nil, ins(tt(f32, sh(8), -2, negz, 0, 3, nan, -inf, inf, math.SmallestNonzeroFloat32)), f32, sh(8),
+		[]float64{-1, 0, 0, 1, nan, -1, 1, 1}, 0},
+	{"sign/f16", "sign", nil, ins(tt(f16, sh(3), -0.5, negz, 65504)), f16, sh(3), []float64{-1, 0, 1}, 0},
+	{"sign/int8", "sign", nil, ins(tt(i8, sh(4), -128, 0, 5, 127)), i8, sh(4), []float64{-1, 0, 1, 1}, 0},
+	{"sign/int32", "sign", nil, ins(tt(i32, sh(3), math.MinInt32, -7, math.MaxInt32)), i32, sh(3), []float64{-1, -1, 1}, 0},
+	// erf(0.5), erf(1), erf(2) from tables (Abramowitz & Stegun 7.1); erf is odd (erf(-0) = -0)
+	// and tends to ±1.
+	{"erf", "erf", nil, ins(tt(f64, sh(8), 0, negz, 1, -0.5, 2, inf, -inf, nan)), f64, sh(8),
+		[]float64{0, negz, 0.8427007929497149, -0.5204998778130465, 0.9953222650189527, 1, -1, nan}, 1e-15},
+	// Rounded to f32 once: erf(1) = 0.84270079... -> 0x3F57BB3D = 0.842700779438018798828125.
+	{"erf/f32", "erf", nil, ins(tt(f32, sh(1), 1)), f32, sh(1), []float64{0.842700779438018798828125}, 0},
 }
 
 var binaryCases = []opCase{
@@ -173,30 +200,68 @@ var matmulCases = []opCase{
 		[]float64{5}, 1e-14},
 	{"attention/scale_attr", "attention", graph.Attrs{"scale": graph.Float(0.5)},
 		ins(tt(f64, sh(1, 1), 2), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6)), f64, sh(1, 1), []float64{5}, 1e-14},
-	// full_like rounds as cast does: 1+2^-9 to bf16 is 1 (tie to even), 300 to int8 saturates.
-	{"full_like/bf16", "full_like", graph.Attrs{"value": graph.Float(1 + 1.0/512)}, ins(tt(numerics.BF16, sh(2), 7, -7)), numerics.BF16, sh(2), []float64{1, 1}, 0},
-	{"full_like/int8", "full_like", graph.Attrs{"value": graph.Float(300)}, ins(tt(i8, sh(1), 3)), i8, sh(1), []float64{127}, 0},
-	{"sign", "sign", nil, ins(tt(f32, sh(5), -2, math.Copysign(0, -1), 0, 3, nan)), f32, sh(5), []float64{-1, 0, 0, 1, nan}, 0},
-	{"sign/int8", "sign", nil, ins(tt(i8, sh(3), -128, 0, 5)), i8, sh(3), []float64{-1, 0, 1}, 0},
-	// erf(1) and erf(-0.5) from tables (Abramowitz & Stegun 7.1).
-	{"erf", "erf", nil, ins(tt(f64, sh(3), 0, 1, -0.5)), f64, sh(3), []float64{0, 0.8427007929497149, -0.5204998778130465}, 1e-15},
-	// Scores [0, ln2] (D=1, scale 1): lse = log(1+2) = ln3.
-	{"attention_lse", "attention_lse", graph.Attrs{"scale": graph.Float(1)}, ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2)), f64, sh(1),
-		[]float64{math.Log(3)}, 1e-15},
-	// Same problem, v = [3, 6], o = 5, do = 1: P = [1/3, 2/3], dV = P^T dO = [1/3, 2/3];
-	// dP = [3, 6], D = 5, dS = P(dP - D) = [-2/3, 2/3], dQ = dS K = 2/3 ln2, dK = dS^T Q = [-2/3, 2/3].
-	{"attention_grad/v", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("v")},
-		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), math.Log(3))),
-		f64, sh(2, 1), []float64{1.0 / 3, 2.0 / 3}, 1e-15},
-	{"attention_grad/q", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("q")},
-		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), math.Log(3))),
-		f64, sh(1, 1), []float64{2.0 / 3 * ln2}, 1e-15},
-	{"attention_grad/k", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("k")},
-		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), math.Log(3))),
-		f64, sh(2, 1), []float64{-2.0 / 3, 2.0 / 3}, 1e-15},
 	// Equal scores: row 0 sees only key 0, row 1 averages both keys.
 	{"attention/causal", "attention", graph.Attrs{"causal": graph.Bool(true)},
 		ins(tt(f32, sh(2, 1), 1, 1), tt(f32, sh(2, 1), 0, 0), tt(f32, sh(2, 2), 3, -1, 6, 1)), f32, sh(2, 2), []float64{3, -1, 4.5, 0}, 0},
+	// attention_lse, D=1, scale 1: scores [0, ln2] give lse = log(1+2) = ln3.
+	{"attention_lse", "attention_lse", graph.Attrs{"scale": graph.Float(1)}, ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2)), f64, sh(1),
+		[]float64{ln3}, 1e-15},
+	// D=4: the default scale 1/sqrt(4) halves the dot products 0 and 2ln2.
+	{"attention_lse/default_scale", "attention_lse", nil,
+		ins(tt(f64, sh(1, 4), 1, 0, 0, 0), tt(f64, sh(2, 4), 0, 0, 0, 0, 2*ln2, 5, 5, 5)), f64, sh(1), []float64{ln3}, 1e-15},
+	// Causal, two batches: query 0 sees key 0 alone (lse = its score: 0, then 2*1), query 1 both
+	// (scores [0, ln2] -> ln3, then q = 0: [0, 0] -> ln2).
+	{"attention_lse/causal_batched", "attention_lse", graph.Attrs{"causal": graph.Bool(true), "scale": graph.Float(1)},
+		ins(tt(f64, sh(2, 2, 1), 1, 1, 2, 0), tt(f64, sh(2, 2, 1), 0, ln2, 1, ln2)), f64, sh(2, 2), []float64{0, ln3, 2, ln2}, 1e-15},
+	// bf16 q, k: lse is f32. Scores [0, 1]: log(1+e) = 1.3132616875182228, rounded to f32.
+	{"attention_lse/bf16_gives_f32", "attention_lse", graph.Attrs{"scale": graph.Float(1)},
+		ins(tt(numerics.BF16, sh(1, 1), 1), tt(numerics.BF16, sh(2, 1), 0, 1)), f32, sh(1), []float64{1.3132616875182228}, 1e-7},
+	// attention_grad. One query, D=1, scale 1, k = [0, ln2], v = [3, 6], do = 1: P = [1/3, 2/3],
+	// o = 5, lse = ln3; dV = P^T dO = [1/3, 2/3]; dP = dO V^T = [3, 6], D = dO.o = 5,
+	// dS = P(dP - D) = [-2/3, 2/3]; dQ = scale dS K = 2/3 ln2; dK = scale dS^T Q = [-2/3, 2/3].
+	{"attention_grad/v", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("v")},
+		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), ln3)),
+		f64, sh(2, 1), []float64{1.0 / 3, 2.0 / 3}, 1e-15},
+	{"attention_grad/q", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("q")},
+		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), ln3)),
+		f64, sh(1, 1), []float64{2.0 / 3 * ln2}, 1e-15},
+	{"attention_grad/k", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("k")},
+		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), ln3)),
+		f64, sh(2, 1), []float64{-2.0 / 3, 2.0 / 3}, 1e-15},
+	// Scale 2 with q = 1/2 keeps the scores [0, ln2] (same P, dS): dQ = 2 * 2/3 ln2,
+	// dK = 2 * dS * 1/2 = [-2/3, 2/3].
+	{"attention_grad/q_scale2", "attention_grad", graph.Attrs{"scale": graph.Float(2), "wrt": graph.String("q")},
+		ins(tt(f64, sh(1, 1), 0.5), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), ln3)),
+		f64, sh(1, 1), []float64{4.0 / 3 * ln2}, 1e-15},
+	{"attention_grad/k_scale2", "attention_grad", graph.Attrs{"scale": graph.Float(2), "wrt": graph.String("k")},
+		ins(tt(f64, sh(1, 1), 0.5), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(1, 1), 5), tt(f64, sh(1, 1), 1), tt(f64, sh(1), ln3)),
+		f64, sh(2, 1), []float64{-2.0 / 3, 2.0 / 3}, 1e-15},
+	// Dv = 2: v = [[3, 1], [6, 1]], do = [1, 5]: o = [5, 1], dP = [8, 11], D = 10, dS = [-2/3, 2/3]
+	// as before; dV = P^T dO = [[1/3, 5/3], [2/3, 10/3]].
+	{"attention_grad/v_dv2", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("v")},
+		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 2), 3, 1, 6, 1), tt(f64, sh(1, 2), 5, 1), tt(f64, sh(1, 2), 1, 5), tt(f64, sh(1), ln3)),
+		f64, sh(2, 2), []float64{1.0 / 3, 5.0 / 3, 2.0 / 3, 10.0 / 3}, 1e-15},
+	{"attention_grad/q_dv2", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("q")},
+		ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 2), 3, 1, 6, 1), tt(f64, sh(1, 2), 5, 1), tt(f64, sh(1, 2), 1, 5), tt(f64, sh(1), ln3)),
+		f64, sh(1, 1), []float64{2.0 / 3 * ln2}, 1e-15},
+	// Causal, two queries: q = [1, 1], k = [0, ln2], v = [3, 6], do = [2, 1]. Query 0 sees key 0
+	// only: P = [1, 0], o = 3, lse = 0, D = 6, dP = [6, 12], dS = [0, 0]. Query 1 is the problem
+	// above with dO = 1: P = [1/3, 2/3], o = 5, lse = ln3, dS = [-2/3, 2/3].
+	// dV = [1*2 + 1/3*1, 0*2 + 2/3*1] = [7/3, 2/3]; dQ = [0, 2/3 ln2]; dK = [-2/3, 2/3].
+	// (Without the mask query 0 would give dV = [4/3, 2], dQ0 = 4/3 ln2.)
+	{"attention_grad/causal_v", "attention_grad", graph.Attrs{"causal": graph.Bool(true), "scale": graph.Float(1), "wrt": graph.String("v")},
+		ins(tt(f64, sh(2, 1), 1, 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(2, 1), 3, 5), tt(f64, sh(2, 1), 2, 1), tt(f64, sh(2), 0, ln3)),
+		f64, sh(2, 1), []float64{7.0 / 3, 2.0 / 3}, 1e-15},
+	{"attention_grad/causal_q", "attention_grad", graph.Attrs{"causal": graph.Bool(true), "scale": graph.Float(1), "wrt": graph.String("q")},
+		ins(tt(f64, sh(2, 1), 1, 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(2, 1), 3, 5), tt(f64, sh(2, 1), 2, 1), tt(f64, sh(2), 0, ln3)),
+		f64, sh(2, 1), []float64{0, 2.0 / 3 * ln2}, 1e-15},
+	{"attention_grad/causal_k", "attention_grad", graph.Attrs{"causal": graph.Bool(true), "scale": graph.Float(1), "wrt": graph.String("k")},
+		ins(tt(f64, sh(2, 1), 1, 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6), tt(f64, sh(2, 1), 3, 5), tt(f64, sh(2, 1), 2, 1), tt(f64, sh(2), 0, ln3)),
+		f64, sh(2, 1), []float64{-2.0 / 3, 2.0 / 3}, 1e-15},
+	// f32 inputs (lse f32): the one-query problem, dV rounded to f32.
+	{"attention_grad/f32_v", "attention_grad", graph.Attrs{"scale": graph.Float(1), "wrt": graph.String("v")},
+		ins(tt(f32, sh(1, 1), 1), tt(f32, sh(2, 1), 0, ln2), tt(f32, sh(2, 1), 3, 6), tt(f32, sh(1, 1), 5), tt(f32, sh(1, 1), 1), tt(f32, sh(1), ln3)),
+		f32, sh(2, 1), []float64{1.0 / 3, 2.0 / 3}, 1e-7},
 }
 
 var movementCases = []opCase{

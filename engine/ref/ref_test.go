@@ -206,7 +206,7 @@ func TestEveryDeclaredDType(t *testing.T) {
 		"matmul": {sh(2, 3), sh(3, 2)}, "batch_matmul": {sh(2, 2, 3), sh(2, 3, 2)},
 		"attention": {sh(2, 3, 4), sh(2, 5, 4), sh(2, 5, 2)}, "layernorm": {sh(2, 3), sh(3), sh(3)},
 		"rmsnorm": {sh(2, 3), sh(3)}, "concat": {sh(2, 3), sh(1, 3)},
-		"attention_lse": {sh(2, 3, 4), sh(2, 5, 4)},
+		"attention_lse":  {sh(2, 3, 4), sh(2, 5, 4)},
 		"attention_grad": {sh(2, 3, 4), sh(2, 5, 4), sh(2, 5, 2), sh(2, 3, 2), sh(2, 3, 2), sh(2, 3)},
 	}
 	attrs := map[string]graph.Attrs{
