@@ -66,6 +66,24 @@
 //
 // The compiler fuses chains: an elementwise node joins the kernel of one elementwise producer
 // whose value nobody else reads and that is not a graph output. An op with two computed
-// operands therefore ends a kernel, and every emulated fma has two. See KernelCounts in the
-// tests and the package report for the numbers per update.
+// operands therefore ends a kernel, and every emulated fma has two (the widened product and
+// the widened addend). Graph outputs are stored once and read by later kernels, so nothing is
+// computed twice; the extra kernels are extra passes over memory, not redundant arithmetic.
+// Kernels per update (TestKernelCounts; outputs in brackets; the ideal is one per output):
+//
+//	                                  f32  f64
+//	sgd                          [1]   2    1
+//	sgd, weight decay            [1]   3    1
+//	sgd, momentum                [2]   3    2   (first step [1]: 2, 1)
+//	sgd, momentum, nesterov, wd  [2]   6    3
+//	sgd, momentum, dampening     [2]   4    3
+//	adamw                        [3]   8    7
+//	adamw, weight decay 0        [3]   7    6
+//
+// Agreement with torch 1.13 (TestAgainstTorchStepByStep: 10 steps, 5 SGD and 2 AdamW
+// configurations, a learning-rate schedule, params of 1073, 29 and 1 elements): f32 params
+// and state equal torch's bit for bit on every step; f64 differ in the last bits of some
+// elements (normwise at most 1.1e-15 of a tensor's largest element; elementwise up to 4.5e-12
+// relative where a buffer cancels towards zero). Without the fma emulation f32 would be up to
+// 50512 ulp off elementwise (3e-6 normwise) after ten steps.
 package optim
