@@ -29,35 +29,53 @@ const pythonEnv = "TESSERA_QA_PYTHON"
 // torchPython returns an interpreter that imports torch and numpy: $TESSERA_QA_PYTHON alone
 // when set, else python3 on PATH, then /usr/bin/python3 (Debian's python3-torch installs
 // there, while PATH often starts with another python), as the differential oracles look.
-// None: skip, with each candidate's reason.
+// None: skip with each candidate's reason, or fail when the interpreter was named.
 func torchPython(t *testing.T) string {
 	t.Helper()
-	var tries []string
 	explicit := os.Getenv(pythonEnv)
-	if explicit != "" {
-		tries = []string{explicit}
-	} else {
-		seen := map[string]bool{}
-		for _, p := range []string{"python3", "/usr/bin/python3"} {
-			path, err := exec.LookPath(p)
-			if err != nil {
-				continue
-			}
-			key := path
-			if r, err := filepath.EvalSymlinks(path); err == nil {
-				key = r
-			}
-			if !seen[key] {
-				seen[key] = true
-				tries = append(tries, path)
-			}
+	tries := []string{explicit}
+	if explicit == "" {
+		tries = pythonCandidates()
+	}
+	py, err := findTorch(tries)
+	switch {
+	case err != nil && explicit != "":
+		t.Fatal(err)
+	case err != nil:
+		t.Skip(err)
+	}
+	return py
+}
+
+// pythonCandidates lists python3 on PATH and /usr/bin/python3, without duplicates.
+func pythonCandidates() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		path, err := exec.LookPath(p)
+		if err != nil {
+			continue
+		}
+		key := path
+		if r, err := filepath.EvalSymlinks(path); err == nil {
+			key = r
+		}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, path)
 		}
 	}
+	return out
+}
+
+// findTorch returns the first interpreter that imports torch and numpy, or an error saying
+// why each failed and how to install torch.
+func findTorch(tries []string) (string, error) {
 	var why []string
 	for _, py := range tries {
 		out, err := exec.Command(py, "-c", "import torch, numpy").CombinedOutput()
 		if err == nil {
-			return py
+			return py, nil
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		why = append(why, fmt.Sprintf("%s: %v: %s", py, err, lines[len(lines)-1]))
@@ -65,12 +83,16 @@ func torchPython(t *testing.T) string {
 	if len(tries) == 0 {
 		why = append(why, "no python3 on PATH or at /usr/bin/python3")
 	}
-	msg := "torch unavailable (apt-get install -y --no-install-recommends python3-torch python3-numpy, or name an interpreter with $" + pythonEnv + "): " + strings.Join(why, "; ")
-	if explicit != "" {
-		t.Fatal(msg)
+	return "", fmt.Errorf("torch unavailable (apt-get install -y --no-install-recommends python3-torch python3-numpy, or name an interpreter with $%s): %s", pythonEnv, strings.Join(why, "; "))
+}
+
+func TestFindTorchSaysWhy(t *testing.T) {
+	if _, err := findTorch([]string{"/nonexistent/python3"}); err == nil || !strings.Contains(err.Error(), "/nonexistent/python3") {
+		t.Errorf("a missing interpreter: %v", err)
 	}
-	t.Skip(msg)
-	return ""
+	if _, err := findTorch(nil); err == nil || !strings.Contains(err.Error(), "no python3") {
+		t.Errorf("no interpreter: %v", err)
+	}
 }
 
 // torchCase is one optimizer run, in the script's JSON.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"slices"
+	"sync"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
@@ -190,14 +191,14 @@ func (up *update) run(b backend.Backend, ins map[string]*tensor.Tensor, vals map
 
 // programs caches compiled updates by optimizer, structure, dtype and shape.
 var programs = struct {
+	sync.Mutex
 	m map[string]*update
-	c chan struct{} // a one-slot lock that tests cannot forget to unlock across a panic
-}{m: map[string]*update{}, c: make(chan struct{}, 1)}
+}{m: map[string]*update{}}
 
 // cached returns the update for key, compiling it with mk on first use.
 func cached(key string, mk func() (*update, error)) (*update, error) {
-	programs.c <- struct{}{}
-	defer func() { <-programs.c }()
+	programs.Lock()
+	defer programs.Unlock()
 	if up, ok := programs.m[key]; ok {
 		return up, nil
 	}
