@@ -28,11 +28,16 @@ func init() {
 	register(&OpDef{Name: "attention_lse", Kind: KindAttentionGrad, MinArgs: 2, MaxArgs: 2, DTypes: floats, Attrs: attnAttrs,
 		Infer: attentionLSEInfer,
 		Doc:   "log-sum-exp over keys of the scaled, masked scores q k^T: q[...,Sq,D], k[...,Sk,D] -> [...,Sq] in the accumulator dtype"})
-	register(&OpDef{Name: "attention_grad", Kind: KindAttentionGrad, MinArgs: 6, MaxArgs: 6, DTypes: floats, SharedDTypeArgs: 5,
+	// fp8 attention differentiates through bf16 (attentionVJP): a gradient computed in fp8
+	// would round dS and dP at 2-3 bits.
+	register(&OpDef{Name: "attention_grad", Kind: KindAttentionGrad, MinArgs: 6, MaxArgs: 6, DTypes: gradFloats, SharedDTypeArgs: 5,
 		Attrs: append(slices.Clone(attnAttrs), AttrSpec{Name: "wrt", Kind: AttrString, Doc: `"q", "k" or "v": the input whose gradient this node computes`}),
 		Infer: attentionGradInfer,
 		Doc:   "gradient of attention(q,k,v) for output gradient do: inputs q, k, v, o (the forward output), do, lse (attention_lse); one fused kernel per wrt"})
 }
+
+// gradFloats are the dtypes attention's backward computes in.
+var gradFloats = []numerics.DType{numerics.F64, numerics.F32, numerics.F16, numerics.BF16}
 
 func fullLikeInfer(n *Node, in []Type) (Type, error) {
 	if v := n.FloatAttr("value"); math.IsNaN(v) && !in[0].DType.IsFloat() {

@@ -454,14 +454,23 @@ func attentionVJP(b *Builder, n *Node, dy *Value, need []bool) []*Value {
 			at[k] = n.Attrs[k]
 		}
 	}
-	q, k, v := n.Inputs[0], n.Inputs[1], n.Inputs[2]
+	q, k, v, y := n.Inputs[0], n.Inputs[1], n.Inputs[2], n.Output
 	lse := b.Op("attention_lse", at.Clone(), q, k)
+	dt := q.Type.DType
+	wide := dt == numerics.F8E4M3 || dt == numerics.F8E5M2 // fp8: the backward runs in bf16
+	conv := func(x *Value, to numerics.DType) *Value {
+		if !wide {
+			return x
+		}
+		return b.Op("cast", Attrs{"to": DTypeAttr(to)}, x)
+	}
+	bq, bk, bv, by, bdy := conv(q, numerics.BF16), conv(k, numerics.BF16), conv(v, numerics.BF16), conv(y, numerics.BF16), conv(dy, numerics.BF16)
 	out := make([]*Value, 3)
 	for i, w := range []string{"q", "k", "v"} {
 		if need[i] {
 			a := at.Clone()
 			a["wrt"] = String(w)
-			out[i] = b.Op("attention_grad", a, q, k, v, n.Output, dy, lse)
+			out[i] = conv(b.Op("attention_grad", a, bq, bk, bv, by, bdy, lse), dt)
 		}
 	}
 	return out

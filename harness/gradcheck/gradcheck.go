@@ -94,8 +94,8 @@ type InputVerdict struct {
 	DirErr  float64 `json:"dir_err"`
 	RuleErr float64 `json:"rule_err"`
 	// Kink: finite differences were not applicable along some direction (the one-sided
-	// slopes differ: x sits on a kink of relu/abs/max), so that direction was judged
-	// against the float64 rule only.
+	// slopes differ: x sits on a kink of relu/abs/max; or halving the step doubles them: a
+	// jump of sign at 0), so that direction was judged against the float64 rule only.
 	Kink bool   `json:"kink,omitempty"`
 	Fail string `json:"fail,omitempty"`
 }
@@ -103,75 +103,94 @@ type InputVerdict struct {
 // Check differentiates c.Graph with respect to every float input and judges the engine's
 // gradient on b.
 func Check(b backend.Backend, c Case) Result {
+	res, _ := checkCase(b, c, feedOf(c))
+	return res
+}
+
+// checkCase is Check on a prepared feed; it also returns the engine's gradients (one per
+// float input, in input order) for the oracle comparison, nil when there are none to compare.
+func checkCase(b backend.Backend, c Case, f caseFeed) (Result, []*tensor.Tensor) {
 	res := Result{Name: c.Name, Op: c.Op, DType: c.DType.String()}
 	if d, ok := graph.Lookup(c.Op); ok && d.Grad == nil {
 		_, why := autodiff.Differentiable(c.Op)
 		res.NoGrad, res.Pass = why, true
-		return res
+		return res, nil
 	}
 	tol, ok := Tolerances[c.DType]
 	if !ok {
 		res.Err = fmt.Sprintf("no gradient tolerance for dtype %s", c.DType)
-		return res
+		return res, nil
 	}
-	if err := check(b, c, tol, &res); err != nil {
+	grads, err := check(b, c, f, tol, &res)
+	if err != nil {
 		res.Err = err.Error()
-		return res
+		return res, nil
 	}
 	res.Pass = true
 	for _, in := range res.Inputs {
 		res.Pass = res.Pass && in.Fail == ""
 	}
-	return res
+	return res, grads
 }
 
-func check(b backend.Backend, c Case, tol Tol, res *Result) error {
+// caseFeed is what one case's gradient is taken at: its inputs, one cotangent d_<output> per
+// distinct float output, and the inputs differentiated (VJP's default: every float input, in
+// input order).
+type caseFeed struct {
+	feed map[string]*tensor.Tensor // inputs and cotangents
+	cots map[string]*tensor.Tensor // d_<output> -> cotangent
+	wrt  []string
+}
+
+func feedOf(c Case) caseFeed {
+	f := caseFeed{feed: map[string]*tensor.Tensor{}, cots: map[string]*tensor.Tensor{}}
+	for k, v := range c.Inputs {
+		f.feed[k] = v
+	}
+	for i, o := range c.Graph.Outputs {
+		name := autodiff.CotangentPrefix + o.Name
+		if !o.Type.DType.IsFloat() || f.cots[name] != nil {
+			continue // an output listed twice has one cotangent (autodiff.VJP)
+		}
+		f.cots[name] = harness.RandomTensor(o.Type.DType, o.Type.Shape, harness.SubSeed(c.Seed, fmt.Sprintf("cotangent/%d", i)), harness.DefaultDist(o.Type.DType))
+		f.feed[name] = f.cots[name]
+	}
+	for _, in := range c.Graph.Inputs {
+		if in.Type.DType.IsFloat() {
+			f.wrt = append(f.wrt, in.Name)
+		}
+	}
+	return f
+}
+
+func check(b backend.Backend, c Case, f caseFeed, tol Tol, res *Result) ([]*tensor.Tensor, error) {
 	vg, err := autodiff.VJP(c.Graph)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	g64, err := Retype(c.Graph, numerics.F64)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vg64, err := autodiff.VJP(g64)
 	if err != nil {
-		return err
-	}
-	feed := map[string]*tensor.Tensor{}
-	for k, v := range c.Inputs {
-		feed[k] = v
-	}
-	cots := map[string]*tensor.Tensor{}
-	for i, o := range c.Graph.Outputs {
-		if !o.Type.DType.IsFloat() {
-			continue
-		}
-		name := autodiff.CotangentPrefix + o.Name
-		cots[name] = harness.RandomTensor(o.Type.DType, o.Type.Shape, harness.SubSeed(c.Seed, fmt.Sprintf("cotangent/%d", i)), harness.DefaultDist(o.Type.DType))
-		feed[name] = cots[name]
+		return nil, err
 	}
 	prog, err := compiler.Compile(vg, compiler.Options{})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	outs, err := b.Run(prog, feed)
+	outs, err := b.Run(prog, f.feed)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	feed64 := widen(feed)
+	feed64 := widen(f.feed)
 	outs64, err := ref.Run(vg64, feed64)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	nout := len(c.Graph.Outputs)
-	var wrt []string // VJP's default: every float input, in input order
-	for _, in := range c.Graph.Inputs {
-		if in.Type.DType.IsFloat() {
-			wrt = append(wrt, in.Name)
-		}
-	}
-	for i, name := range wrt {
+	for i, name := range f.wrt {
 		v := InputVerdict{Name: name}
 		got, want := outs[nout+i].Float64s(), outs64[nout+i].Float64s()
 		v.NormErr = normErr(got, want, tol.ATol)
@@ -180,9 +199,9 @@ func check(b backend.Backend, c Case, tol Tol, res *Result) error {
 		}
 		for d := range Directions {
 			u := harness.RandomTensor(numerics.F64, outs64[nout+i].Shape, harness.SubSeed(c.Seed, fmt.Sprintf("direction/%s/%d", name, d)), harness.DefaultDist(numerics.F64)).Float64s()
-			fd, kink, err := finiteDiff(g64, feed64, cots, name, u)
+			fd, err := finiteDiff(g64, feed64, f.cots, name, u)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			scale, usum := 0.0, 0.0
 			for k := range u {
@@ -192,8 +211,8 @@ func check(b backend.Backend, c Case, tol Tol, res *Result) error {
 			dg, d64 := dot(got, u), dot(want, u)
 			slack := tol.ATol * usum
 			// The engine is judged against FD with FD's own error budget added.
-			dirErr, ruleErr := relTo(max(math.Abs(dg-fd)-slack, 0), scale)-FDTol, relTo(d64-fd, scale)
-			if kink {
+			dirErr, ruleErr := relTo(max(math.Abs(dg-fd.central)-slack, 0), scale)-FDTol, relTo(d64-fd.central, scale)
+			if fd.nonSmooth(scale) {
 				v.Kink = true
 				dirErr, ruleErr = relTo(max(math.Abs(dg-d64)-slack, 0), scale), 0
 			}
@@ -210,9 +229,9 @@ func check(b backend.Backend, c Case, tol Tol, res *Result) error {
 		res.Inputs = append(res.Inputs, v)
 	}
 	if len(res.Inputs) == 0 {
-		return errs.New(errs.Input, "gradcheck %s: no float input to differentiate", c.Name)
+		return nil, errs.New(errs.Input, "gradcheck %s: no float input to differentiate", c.Name)
 	}
-	return nil
+	return outs[nout:], nil
 }
 
 // relTo is |x|/scale, with a zero scale (a zero gradient) accepting only an exact zero.
@@ -250,9 +269,28 @@ func dot(a, b []float64) float64 {
 	return s
 }
 
-// finiteDiff is the central difference of F = sum <c, f(x)> along u at input name, in float64
-// on the golden model; kink reports one-sided slopes that disagree.
-func finiteDiff(g64 *graph.Graph, feed64 map[string]*tensor.Tensor, cots map[string]*tensor.Tensor, name string, u []float64) (fd float64, kink bool, err error) {
+// fdResult holds the finite differences of F along one direction.
+type fdResult struct {
+	central float64 // (F(x+hu) - F(x-hu)) / 2h
+	half    float64 // the same with h/2
+	right   float64 // (F(x+hu) - F(x)) / h
+	left    float64 // (F(x) - F(x-hu)) / h
+}
+
+// nonSmooth reports that finite differences do not apply along this direction: x sits on a
+// kink (relu, abs, max: the one-sided slopes differ) or on a jump (sign at 0: both one-sided
+// slopes are ~1/h, so they agree, but halving h doubles them). scale is sum |g64*u|, the size
+// of a difference that matters.
+func (f fdResult) nonSmooth(scale float64) bool {
+	kink := math.Abs(f.right-f.left) > 1e-3*(math.Abs(f.right)+math.Abs(f.left)+1e-9)
+	d := math.Abs(f.central - f.half)
+	jump := d > 1e-3*(math.Abs(f.central)+math.Abs(f.half)) && d > FDTol*scale
+	return kink || jump
+}
+
+// finiteDiff takes the finite differences of F = sum <c, f(x)> along u at input name, in
+// float64 on the golden model.
+func finiteDiff(g64 *graph.Graph, feed64 map[string]*tensor.Tensor, cots map[string]*tensor.Tensor, name string, u []float64) (fdResult, error) {
 	x := feed64[name]
 	var rms float64
 	for _, v := range x.Float64s() {
@@ -274,31 +312,25 @@ func finiteDiff(g64 *graph.Graph, feed64 map[string]*tensor.Tensor, cots map[str
 			return 0, err
 		}
 		f := 0.0
+		seen := map[string]bool{}
 		for i, o := range g64.Outputs {
 			c, ok := cots[autodiff.CotangentPrefix+o.Name]
-			if !ok {
+			if !ok || seen[o.Name] {
 				continue
 			}
+			seen[o.Name] = true
 			f += dot(c.Float64s(), outs[i].Float64s())
 		}
 		return f, nil
 	}
-	fp, err := at(h)
-	if err != nil {
-		return 0, false, err
+	var v [5]float64 // F at -h, -h/2, 0, h/2, h
+	for i, t := range []float64{-h, -h / 2, 0, h / 2, h} {
+		var err error
+		if v[i], err = at(t); err != nil {
+			return fdResult{}, err
+		}
 	}
-	fm, err := at(-h)
-	if err != nil {
-		return 0, false, err
-	}
-	f0, err := at(0)
-	if err != nil {
-		return 0, false, err
-	}
-	right, left := (fp-f0)/h, (f0-fm)/h
-	fd = (fp - fm) / (2 * h)
-	kink = math.Abs(right-left) > 1e-3*(math.Abs(right)+math.Abs(left)+1e-9)
-	return fd, kink, nil
+	return fdResult{central: (v[4] - v[0]) / (2 * h), half: (v[3] - v[1]) / h, right: (v[4] - v[2]) / h, left: (v[2] - v[0]) / h}, nil
 }
 
 // widen decodes every tensor to float64 (exactly: every format's values are float64 values).
