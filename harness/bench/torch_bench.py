@@ -71,7 +71,44 @@ def main():
             return lambda: F.gelu(x[0] * x[1] + x[2], approximate="tanh")
         if op == "reduce_sum":
             return lambda: x[0].sum(dim=-1)
+        if op.startswith("train_step/"):
+            return train_step(op[len("train_step/"):], x, attrs)
         raise ValueError("unknown op %r" % op)
+
+    def train_step(model, x, attrs):
+        # The reference workload's step (harness/train): forward, backward, AdamW, as a torch
+        # user writes it; the parameters come in the model's order, then x and target.
+        n = len(x) - 2
+        p = [t.clone().requires_grad_(True) for t in x[:n]]
+        X, T = x[n], x[n + 1]
+        opt = torch.optim.AdamW(p, lr=attrs["lr"], fused=True)
+        if model == "mlp":
+            def forward():
+                w1, b1, w2, b2 = p
+                return F.mse_loss(F.gelu(X @ w1 + b1) @ w2 + b2, T)
+        elif model == "transformer-block":
+            B, S, W, H = attrs["batch"], attrs["seq"], attrs["width"], attrs["heads"]
+
+            def heads(t):
+                return t.view(B, S, H, W // H).transpose(1, 2)
+
+            def forward():
+                g1, be1, wq, wk, wv, wo, g2, be2, w1, b1, w2, b2 = p
+                h = F.layer_norm(X, (W,), g1, be1)
+                a = F.scaled_dot_product_attention(heads(h @ wq), heads(h @ wk), heads(h @ wv), is_causal=True)
+                r1 = X + a.transpose(1, 2).reshape(B * S, W) @ wo
+                f = F.gelu(F.layer_norm(r1, (W,), g2, be2) @ w1 + b1) @ w2 + b2
+                return F.mse_loss(r1 + f, T)
+        else:
+            raise ValueError("unknown model %r" % model)
+
+        def step():
+            loss = forward()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss.detach()
+        return step
 
     def run(req):
         x = [load(t) for t in req["inputs"]]

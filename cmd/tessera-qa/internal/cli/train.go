@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
@@ -17,6 +18,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/harness/bench"
 	"github.com/tessera-qa/tessera-qa/harness/train"
 )
 
@@ -28,6 +30,9 @@ func newTrainCmd(e *env) *cobra.Command {
 		model, meshArg, transport, dtype string
 		optName, backendArg, jsonPath    string
 		lr                               float64
+		timeStep                         bool
+		dims                             train.Dims
+		reps                             int
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -51,6 +56,9 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			dt, err := numerics.Parse(dtype)
 			if err != nil || !dt.IsFloat() {
 				return usage(cmd, "--dtype %q: want a float dtype", dtype)
+			}
+			if timeStep {
+				return trainTimeStep(e, model, dt, dims, reps, jsonPath)
 			}
 			world := 1
 			if meshArg != "" {
@@ -143,6 +151,13 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.BoolVar(&cfg.Resume, "resume", false, "continue from the newest good checkpoint in --checkpoint-dir")
 	f.IntVar(&cfg.KillAtStep, "kill-at-step", 0, "testing: SIGKILL this process right after step S (every rank)")
 	f.MarkHidden("kill-at-step")
+	f.BoolVar(&timeStep, "time-step", false, "time one step (forward+backward, AdamW) on the GPU against torch eager in the same command, at --batch/--seq/--width/--heads/--ffn")
+	f.IntVar(&dims.Batch, "batch", 0, "with --time-step: batch (rows for mlp, sequences for transformer-block)")
+	f.IntVar(&dims.Seq, "seq", 0, "with --time-step: sequence length")
+	f.IntVar(&dims.Width, "width", 0, "with --time-step: model width")
+	f.IntVar(&dims.Heads, "heads", 0, "with --time-step: attention heads")
+	f.IntVar(&dims.FFN, "ffn", 0, "with --time-step: feed-forward width (default 4 x width)")
+	f.IntVar(&reps, "reps", 20, "with --time-step: timed steps per side (median)")
 	addJSONFlag(cmd, &jsonPath)
 	return cmd
 }
@@ -200,4 +215,41 @@ func (t *trainBar) wait() {
 		t.bar.Abort(false)
 		t.p.Wait()
 	}
+}
+
+// trainTimeStep is `train --time-step`: the engine's step and torch's on the GPU, one command.
+func trainTimeStep(e *env, model string, dt numerics.DType, d train.Dims, reps int, jsonPath string) error {
+	def := train.DefaultDims(model)
+	if model == "transformer-block" {
+		def = train.Dims{Batch: 8, Seq: 2048, Width: 1024, Heads: 16}
+	}
+	for _, f := range []struct {
+		v *int
+		d int
+	}{{&d.Batch, def.Batch}, {&d.Seq, def.Seq}, {&d.Width, def.Width}, {&d.Heads, def.Heads},
+		{&d.In, def.In}, {&d.Hidden, def.Hidden}, {&d.Out, def.Out}} {
+		if *f.v == 0 {
+			*f.v = f.d
+		}
+	}
+	if d.FFN == 0 {
+		d.FFN = 4 * d.Width
+	}
+	eng, o, err := benchSides("", 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	res, err := bench.TrainStep(eng, o, model, dt, d, 3, reps)
+	if res != nil {
+		w := e.human(jsonPath)
+		fmt.Fprintf(w, "train step %s %s %+v on %s\n", res.Model, res.DType, res.Dims, res.Device)
+		fmt.Fprintf(w, "  engine %.3f ms (forward+backward %.3f ms in %d kernels, AdamW %.3f ms in %d kernels), loss %.6g\n",
+			res.EngineMS, res.GradMS, res.GradKernels, res.OptMS, res.OptKernels, res.EngineLoss)
+		fmt.Fprintf(w, "  %s: %.3f ms, loss %.6g\n  ratio torch/engine %.3fx\n", res.Torch, res.TorchMS, res.TorchLoss, res.Ratio)
+		if jerr := e.writeJSON(jsonPath, res); jerr != nil && err == nil {
+			err = jerr
+		}
+	}
+	return err
 }
