@@ -106,11 +106,19 @@ func defaultSchedule(gr *group) Schedule {
 		_, m, nn, k, _ := graph.MatmulDims(n, in[0].Type, in[1].Type)
 		return Schedule{Key: key, Kind: "matmul", BM: fit(m, defMatmulBM), BN: fit(nn, defMatmulBN), BK: fit(k, defMatmulBK),
 			Stages: 2, LoopOrder: "grid(batch,m,n) k-seq"}
-	case graph.KindAttention, graph.KindAttentionGrad:
+	case graph.KindAttention:
 		r := in[0].Type.Rank()
 		sq, sk := in[0].Type.Shape[r-2], in[1].Type.Shape[r-2]
 		return Schedule{Key: key, Kind: "attention", BM: fit(sq, defAttnBM), BN: fit(sk, defAttnBN), Stages: 2,
 			LoopOrder: "grid(batch,q) keys-seq online-softmax"}
+	case graph.KindAttentionGrad:
+		// The backward keeps about fifteen tiles live per grid point (S, P, dP, dS and the
+		// operands), so its tiles are half the forward's: on the GPU's SIMT path they sit in
+		// shared memory.
+		r := in[0].Type.Rank()
+		sq, sk := in[0].Type.Shape[r-2], in[1].Type.Shape[r-2]
+		return Schedule{Key: key, Kind: "attention_grad", BM: fit(sq, defAttnBM/2), BN: fit(sk, defAttnBN/2), Stages: 1,
+			LoopOrder: "grid(batch,q|k) k|q-seq recompute P from lse"}
 	case graph.KindReduce:
 		outer, inner := reduceExtent(n)
 		return Schedule{Key: key, Kind: "reduce", BM: fit(outer, defReduceRows), BN: failpoint.Apply(failpoint.ScheduleReduceTileFromCores, fit(inner, defReduceCols), func(bn int) int { return max(bn/runtime.GOMAXPROCS(0), 1) }), Stages: 1,
