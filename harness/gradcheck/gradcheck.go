@@ -82,6 +82,9 @@ type Result struct {
 	NoGrad string         `json:"no_grad,omitempty"` // the op has no gradient: why
 	Err    string         `json:"error,omitempty"`
 	Inputs []InputVerdict `json:"inputs,omitempty"`
+	// Oracle is the comparison with an independent framework's autodiff (Options.Vs), nil
+	// when none was asked for. Its disagreement or failure fails the case.
+	Oracle *OracleVerdict `json:"oracle,omitempty"`
 }
 
 // InputVerdict holds the numbers behind one input's verdict.
