@@ -136,6 +136,25 @@ func checkCase(b backend.Backend, c Case, f caseFeed) (Result, []*tensor.Tensor)
 	return res, grads
 }
 
+// Gradients runs the engine's backward of c on b at the inputs and cotangents Check uses and
+// returns one gradient per float input, in input order. Each call compiles afresh (the
+// determinism specs compare two calls bit for bit).
+func Gradients(b backend.Backend, c Case) ([]*tensor.Tensor, error) {
+	vg, err := autodiff.VJP(c.Graph)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := compiler.Compile(vg, compiler.Options{})
+	if err != nil {
+		return nil, err
+	}
+	outs, err := b.Run(prog, feedOf(c).feed)
+	if err != nil {
+		return nil, err
+	}
+	return outs[len(c.Graph.Outputs):], nil
+}
+
 // caseFeed is what one case's gradient is taken at: its inputs, one cotangent d_<output> per
 // distinct float output, and the inputs differentiated (VJP's default: every float input, in
 // input order).

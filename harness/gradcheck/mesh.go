@@ -93,28 +93,12 @@ func checkMesh(b backend.Backend, c MeshCase, tol Tol, res *Result) error {
 		return err
 	}
 	world := len(c.RankInputs)
-	feeds := make([]map[string]*tensor.Tensor, world)
+	feeds, cots := meshFeeds(c)
 	feeds64 := make([]map[string]*tensor.Tensor, world)
-	cots := make([]map[string]*tensor.Tensor, world)
 	for r := range world {
-		feeds[r], cots[r] = map[string]*tensor.Tensor{}, map[string]*tensor.Tensor{}
-		for k, v := range c.RankInputs[r] {
-			feeds[r][k] = v
-		}
-		for i, o := range c.Graph.Outputs {
-			name := autodiff.CotangentPrefix + o.Name
-			t := harness.RandomTensor(o.Type.DType, o.Type.Shape, harness.SubSeed(c.Seed, fmt.Sprintf("cotangent/%d@%d", i, r)), harness.DefaultDist(o.Type.DType))
-			feeds[r][name], cots[r][name] = t, t
-		}
 		feeds64[r] = widen(feeds[r])
 	}
-	dp, err := compiler.CompileDist(vg, compiler.Options{})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	outs, err := run.Inproc(ctx, dp, b, dist.Options{Mode: dist.Deterministic}, feeds)
+	outs, err := runMesh(b, vg, feeds)
 	if err != nil {
 		return err
 	}
@@ -193,4 +177,53 @@ func checkMesh(b backend.Backend, c MeshCase, tol Tol, res *Result) error {
 		}
 	}
 	return nil
+}
+
+// meshFeeds is every rank's inputs and cotangents (d_<output>), and the cotangents alone.
+func meshFeeds(c MeshCase) (feeds, cots []map[string]*tensor.Tensor) {
+	world := len(c.RankInputs)
+	feeds, cots = make([]map[string]*tensor.Tensor, world), make([]map[string]*tensor.Tensor, world)
+	for r := range world {
+		feeds[r], cots[r] = map[string]*tensor.Tensor{}, map[string]*tensor.Tensor{}
+		for k, v := range c.RankInputs[r] {
+			feeds[r][k] = v
+		}
+		for i, o := range c.Graph.Outputs {
+			name := autodiff.CotangentPrefix + o.Name
+			t := harness.RandomTensor(o.Type.DType, o.Type.Shape, harness.SubSeed(c.Seed, fmt.Sprintf("cotangent/%d@%d", i, r)), harness.DefaultDist(o.Type.DType))
+			feeds[r][name], cots[r][name] = t, t
+		}
+	}
+	return feeds, cots
+}
+
+// runMesh compiles the SPMD backward vg and runs it with one goroutine per rank over the
+// in-process transport, in deterministic mode.
+func runMesh(b backend.Backend, vg *graph.Graph, feeds []map[string]*tensor.Tensor) ([][]*tensor.Tensor, error) {
+	dp, err := compiler.CompileDist(vg, compiler.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return run.Inproc(ctx, dp, b, dist.Options{Mode: dist.Deterministic}, feeds)
+}
+
+// MeshGradients runs the engine's SPMD backward of c on b at the inputs and cotangents
+// CheckMesh uses and returns every rank's gradients (one per float input, in input order).
+// Each call compiles afresh.
+func MeshGradients(b backend.Backend, c MeshCase) ([][]*tensor.Tensor, error) {
+	vg, err := autodiff.VJP(c.Graph)
+	if err != nil {
+		return nil, err
+	}
+	feeds, _ := meshFeeds(c)
+	outs, err := runMesh(b, vg, feeds)
+	if err != nil {
+		return nil, err
+	}
+	for r := range outs {
+		outs[r] = outs[r][len(c.Graph.Outputs):]
+	}
+	return outs, nil
 }
