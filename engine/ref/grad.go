@@ -92,6 +92,10 @@ func attentionLSE(n *graph.Node, in []*tensor.Tensor, out *tensor.Tensor) error 
 			for _, x := range row {
 				m = max(m, x)
 			}
+			if math.IsInf(m, -1) { // every score -Inf: log(0), not exp(-Inf - -Inf) = NaN
+				res[bt*p.sq+i] = m
+				continue
+			}
 			var sum float64
 			for _, x := range row {
 				sum += math.Exp(x - m)

@@ -213,6 +213,10 @@ var matmulCases = []opCase{
 	// (scores [0, ln2] -> ln3, then q = 0: [0, 0] -> ln2).
 	{"attention_lse/causal_batched", "attention_lse", graph.Attrs{"causal": graph.Bool(true), "scale": graph.Float(1)},
 		ins(tt(f64, sh(2, 2, 1), 1, 1, 2, 0), tt(f64, sh(2, 2, 1), 0, ln2, 1, ln2)), f64, sh(2, 2), []float64{0, ln3, 2, ln2}, 1e-15},
+	// A query of -Inf scores -Inf against positive keys: log(0) = -Inf (as torch.logsumexp), not
+	// the NaN of exp(-Inf - -Inf); the other row is log(e^1 + e^2) = 2 + log(1 + 1/e).
+	{"attention_lse/all_minus_inf", "attention_lse", graph.Attrs{"scale": graph.Float(1)},
+		ins(tt(f64, sh(2, 1), -inf, 1), tt(f64, sh(2, 1), 1, 2)), f64, sh(2), []float64{-inf, 2.3132616875182228}, 1e-15},
 	// bf16 q, k: lse is f32. Scores [0, 1]: log(1+e) = 1.3132616875182228, rounded to f32.
 	{"attention_lse/bf16_gives_f32", "attention_lse", graph.Attrs{"scale": graph.Float(1)},
 		ins(tt(numerics.BF16, sh(1, 1), 1), tt(numerics.BF16, sh(2, 1), 0, 1)), f32, sh(1), []float64{1.3132616875182228}, 1e-7},
