@@ -57,19 +57,8 @@ func (c *Case) Harness(suite, name string, seed uint64) harness.Case {
 		Tolerances: slices.Clone(c.Tolerances), Labels: []string{"property", c.Spec.Storage.String()}}
 }
 
-// opTable is the registry in a fixed order (by name): Step.Op indexes it. The ops autodiff
-// emits (full_like, attention_lse, attention_grad) need operands in a relation the generator
-// does not draw (a constant's value, the forward's o and lse); the gradient properties and
-// the golden catalogue cover them.
-func opTable() []*graph.OpDef {
-	var out []*graph.OpDef
-	for _, d := range graph.Ops() {
-		if d.Name != "full_like" && d.Kind != graph.KindAttentionGrad {
-			out = append(out, d)
-		}
-	}
-	return out
-}
+// opTable is the registry in a fixed order (by name): Step.Op indexes it.
+func opTable() []*graph.OpDef { return graph.Ops() }
 
 // Build interprets spec as a graph: step by step, each op's template picks operands among the
 // values built so far or makes fresh inputs, and the golden model evaluates every node as it
@@ -82,7 +71,7 @@ func Build(spec Spec, cfg Config) (*Case, error) {
 		classes: map[string]Class{}, read: map[*graph.Value]bool{}}
 	ops := opTable()
 	for i, s := range spec.Steps {
-		b.s, b.stepInputs = s, 0
+		b.s, b.stepInputs, b.stepsLeft = s, 0, len(spec.Steps)-i-1
 		d := ops[s.Op%len(ops)]
 		if err := b.apply(d); err != nil {
 			return nil, errs.Wrap(errs.Internal, err, "prop: step %d (%s) after %d nodes", i, d.Name, len(b.g.Nodes))
@@ -121,11 +110,14 @@ type builder struct {
 	s    Step // the step being applied
 	// stepInputs counts the fresh inputs the current step made.
 	stepInputs int
-	g          *graph.Graph
-	vals       map[*graph.Value]*tensor.Tensor
-	k          map[*graph.Value]int
-	classes    map[string]Class
-	read       map[*graph.Value]bool
+	// stepsLeft counts the steps after the current one: each adds at least one node, and the
+	// graph holds at most MaxOps.
+	stepsLeft int
+	g         *graph.Graph
+	vals      map[*graph.Value]*tensor.Tensor
+	k         map[*graph.Value]int
+	classes   map[string]Class
+	read      map[*graph.Value]bool
 }
 
 // dimPool holds the dims shapes are made of: 1, primes, powers of two and their neighbours,

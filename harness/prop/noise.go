@@ -1,6 +1,8 @@
 package prop
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -47,8 +49,13 @@ import (
 //     2·u·sqrt(K) (the sum); log_softmax shifts the row by that much instead;
 //   - f16/bf16 attention rounds the probabilities to the storage dtype before multiplying by
 //     V, so V moves by up to 2 storage roundoffs as well;
-//   - an accumulating node whose accumulator could overflow, and an attention whose V holds
-//     an infinity, are not modelled: their cases are not judgeable (unmodelled);
+//   - attention_grad reads the engine's o and lse where the golden model recomputes them
+//     exactly: the model feeds it the o and lse that the noise model gave the forward nodes
+//     (savedStats), so a case whose gradient amplifies their rounding (fp8, or f16/bf16 where
+//     dP - rowsum(dO*O) cancels) is not judgeable;
+//   - an accumulating node whose accumulator could overflow, and an attention (or its
+//     gradient) whose V (or dO) holds an infinity, are not modelled: their cases are not
+//     judgeable (unmodelled);
 //   - a matmul -> softmax -> matmul chain may be fused into one attention kernel that keeps
 //     the scores unrounded, so those intermediates may also be one ulp off after rounding.
 
@@ -143,7 +150,9 @@ func perturb(g *graph.Graph, inputs map[string]*tensor.Tensor, src source) ([]*t
 }
 
 // exactOps compute without rounding error (whatever their dtype).
-var exactOps = map[string]bool{"neg": true, "abs": true, "relu": true, "maximum": true, "minimum": true, "reduce_max": true}
+// full_like rounds its float64 value once, as the golden model does; sign picks -1, 0 or +1.
+var exactOps = map[string]bool{"neg": true, "abs": true, "relu": true, "maximum": true, "minimum": true, "reduce_max": true,
+	"sign": true, "full_like": true}
 
 // arithmeticOps are correctly rounded in f32, so only the second rounding of 16-bit results
 // can differ.
@@ -220,6 +229,13 @@ func perturbNode(n *graph.Node, in []*tensor.Tensor, r source) (*tensor.Tensor, 
 			scaleEach(t, r, random)
 			scaleAll(t, r, systematic)
 		}
+		if n.Op == "attention_grad" {
+			fix, err := savedStats(n, in, wide, r, random)
+			if err != nil {
+				return nil, err
+			}
+			post = fix
+		}
 		if n.Def().Kind == graph.KindAttention && (dt == numerics.F16 || dt == numerics.BF16) {
 			// The kernel rounds the probabilities P to the storage dtype before P x V, as
 			// tensor-core kernels do (golden/tolerance.go, tolAttention): one storage
@@ -280,6 +296,17 @@ func unmodelled(n *graph.Node, in []*tensor.Tensor) string {
 			}
 		}
 	}
+	if n.Op == "attention_grad" {
+		// As attention's: a probability that is 0 in one and not in the other turns 0·Inf into
+		// NaN. A NaN in V or dO: IssueAttnGradSkipsZeroP.
+		for _, t := range []*tensor.Tensor{in[2], in[4]} {
+			for i := range t.Len() {
+				if v := t.Float64(i); math.IsInf(v, 0) || math.IsNaN(v) && workaround(IssueAttnGradSkipsZeroP) {
+					return "V or dO holds an infinity or a NaN"
+				}
+			}
+		}
+	}
 	return ""
 }
 
@@ -310,6 +337,15 @@ func Terms(n *graph.Node) int {
 	case graph.KindAttention:
 		r := in.Rank()
 		return max(n.Inputs[1].Type.Shape[r-2], in.Shape[r-1])
+	case graph.KindAttentionGrad:
+		// attention_lse sums over keys (and D in the scores); attention_grad's dQ sums over keys,
+		// dK and dV over queries, dP and rowsum(dO*O) over Dv.
+		r := in.Rank()
+		k := max(n.Inputs[1].Type.Shape[r-2], in.Shape[r-1])
+		if len(n.Inputs) > 2 {
+			k = max(k, in.Shape[r-2], n.Inputs[2].Type.Shape[r-1])
+		}
+		return k
 	case graph.KindLoss:
 		return in.NumElems()
 	}
@@ -363,4 +399,113 @@ func unroundedChains(g *graph.Graph) map[*graph.Node]bool {
 		out[qk], out[sm] = true, true
 	}
 	return out
+}
+
+// savedStats makes the golden model's attention_grad (which recomputes P and O from q, k, v)
+// compute what the fused kernel computes from its saved inputs: P' = exp(S - lse') with the
+// lse' it is given, and D' = rowsum(dO*o') with the o' it is given. wide holds the node's
+// inputs as the model moves them (q, k, v, o', dO, lse'), in the original ones. With
+// c_i = exp(lse_i - lse'_i) (lse exact from q, k) and ΔD_i = rowsum(dO*(o' - O))_i (O exact),
+// the kernel's dS_ij = c_i P_ij (dP_ij - D_i) - c_i P_ij ΔD_i. The first term is the golden
+// model's with row i of dO scaled by c_i, which this applies to wide[4] now (dV = P'^T dO
+// follows too); the second is linear in ΔD and is added by the returned function to the
+// output: for dQ, -scale c_i ΔD_i (P K)_i (an attention with K as V); for dK,
+// -scale Σ_i P_ij c_i ΔD_i Q_i (a dV with c∘ΔD∘Q as dO). dV does not read D. ΔD also takes
+// the kernel's roundoff in that row sum, up to rel·rowsum(|dO*o'|), drawn from r.
+func savedStats(n *graph.Node, in, wide []*tensor.Tensor, r source, rel float64) (func(*tensor.Tensor), error) {
+	q, k, v, do := wide[0], wide[1], wide[2], wide[4]
+	rk := len(q.Shape)
+	d := q.Shape[rk-1]
+	scale := 1 / math.Sqrt(float64(d))
+	if n.HasAttr("scale") {
+		scale = n.FloatAttr("scale")
+	}
+	causal := n.BoolAttr("causal")
+	attrs := graph.Attrs{"causal": graph.Bool(causal), "scale": graph.Float(scale)}
+	eval := func(op string, extra graph.Attrs, ts ...*tensor.Tensor) (*tensor.Tensor, error) {
+		a := maps.Clone(attrs)
+		maps.Copy(a, extra)
+		vals := make([]*graph.Value, len(ts))
+		for i, t := range ts {
+			vals[i] = &graph.Value{Name: fmt.Sprintf("in%d", i), Type: graph.Type{DType: t.DType, Shape: slices.Clone(t.Shape)}}
+		}
+		p := &graph.Node{Op: op, Inputs: vals, Attrs: a, Output: &graph.Value{Name: n.Output.Name}}
+		t, err := ref.Eval(p, ts)
+		if err != nil {
+			return nil, errs.Wrap(errs.Internal, err, "noise model: %s of attention_grad", op)
+		}
+		return t, nil
+	}
+	o, err := eval("attention", nil, q, k, v)
+	if err != nil {
+		return nil, err
+	}
+	lse, err := eval("attention_lse", nil, q, k)
+	if err != nil {
+		return nil, err
+	}
+	sq, dv := q.Shape[rk-2], v.Shape[rk-1]
+	uo := unitRoundoff(in[3].DType)
+	rowsN := tensor.NumElems(q.Shape[:rk-1]) // batch x queries
+	c := make([]float64, rowsN)
+	dD := make([]float64, rowsN)
+	for i := range rowsN {
+		c[i] = math.Exp(lse.Float64(i) - in[5].Float64(i))
+		var mag, spread float64
+		for j := range dv {
+			e := i*dv + j
+			g, og := do.Float64(e), in[3].Float64(e)
+			dD[i] += g * (og - o.Float64(e))
+			mag += math.Abs(g * og)
+			t := g * (math.Abs(og-o.Float64(e)) + uo*math.Abs(og))
+			spread += t * t
+		}
+		// o' is one draw of the forward's error; the engine's o has its own, of the same size
+		// but other signs: the row sum may come out twice the RMS of its terms either way. And
+		// the kernel's own sum rowsum(dO*o') rounds, apart from dP's (which moving dO and V
+		// models): dP - D may cancel, so both count.
+		dD[i] += r.delta(i) * (rel*mag + 2*math.Sqrt(spread))
+	}
+	for i := range rowsN {
+		for j := range dv {
+			do.SetFloat64(i*dv+j, do.Float64(i*dv+j)*c[i])
+		}
+	}
+	var corr *tensor.Tensor
+	switch n.StringAttr("wrt") {
+	case "q":
+		pk, err := eval("attention", nil, q, k, k)
+		if err != nil {
+			return nil, err
+		}
+		for i := range rowsN {
+			for j := range d {
+				pk.SetFloat64(i*d+j, -scale*c[i]*dD[i]*pk.Float64(i*d+j))
+			}
+		}
+		corr = pk
+	case "k":
+		w := tensor.New(numerics.F64, q.Shape)
+		for i := range rowsN {
+			for j := range d {
+				w.SetFloat64(i*d+j, -scale*c[i]*dD[i]*q.Float64(i*d+j))
+			}
+		}
+		lead := q.Shape[:rk-2]
+		zo := tensor.New(numerics.F64, q.Shape)
+		zl := tensor.New(numerics.F64, append(slices.Clone(lead), sq))
+		t, err := eval("attention_grad", graph.Attrs{"wrt": graph.String("v")}, q, k, k, zo, w, zl)
+		if err != nil {
+			return nil, err
+		}
+		corr = t
+	}
+	return func(out *tensor.Tensor) {
+		if corr == nil {
+			return
+		}
+		for i := range out.Len() {
+			out.SetFloat64(i, out.Float64(i)+corr.Float64(i))
+		}
+	}, nil
 }

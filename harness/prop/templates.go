@@ -2,6 +2,8 @@ package prop
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -37,6 +39,8 @@ func (b *builder) apply(d *graph.OpDef) error {
 		err = b.matmul(d)
 	case graph.KindAttention:
 		err = b.attention(d)
+	case graph.KindAttentionGrad:
+		err = b.attentionGrad(d)
 	case graph.KindMovement:
 		err = b.movement(d)
 	case graph.KindLoss:
@@ -49,7 +53,7 @@ func (b *builder) apply(d *graph.OpDef) error {
 
 // templateAttrs are the attributes some template sets; an op requiring any other attribute
 // cannot be generated until a template learns it.
-var templateAttrs = []string{"to", "perm", "shape", "starts", "ends", "axis"}
+var templateAttrs = []string{"to", "perm", "shape", "starts", "ends", "axis", "value", "wrt"}
 
 func knownAttrs(d *graph.OpDef) error {
 	for _, a := range d.Attrs {
@@ -76,11 +80,19 @@ func (b *builder) operand(d *graph.OpDef, minRank, maxRank int) *graph.Value {
 	return b.input(b.dtype(d), b.shape(min(max(b.s.Rank+1, minRank), maxRank)), c)
 }
 
+// fullValues are the constants full_like draws: exact and inexact in every format, ties of
+// bf16 and f16 (1+2^-8, 1+3*2^-11), beyond e4m3 and int8 (saturating), beyond f16 (+Inf in
+// f16, saturated in fp8), a fraction ints truncate, and both zeros.
+var fullValues = []float64{0.5, -3, 0.3, 1 + 1.0/256, -2.7, 1 + 3.0/2048, 300.7, -1000, 1e5, -0.75, 0, math.Copysign(0, -1)}
+
 func (b *builder) unary(d *graph.OpDef) error {
 	x := b.operand(d, 0, 4)
 	var attrs graph.Attrs
 	if d.Name == "gelu" && b.s.Attr[0]%2 == 1 {
 		attrs = graph.Attrs{"approx": graph.String("tanh")}
+	}
+	if d.Name == "full_like" {
+		attrs = graph.Attrs{"value": graph.Float(fullValues[b.s.Attr[0]%len(fullValues)])}
 	}
 	_, err := b.node(d.Name, attrs, x)
 	return err
@@ -289,6 +301,58 @@ func (b *builder) attention(d *graph.OpDef) error {
 		attrs["scale"] = graph.Float(0.25)
 	}
 	_, err := b.node(d.Name, b.accum(attrs, q.Type.DType), q, kk, v)
+	return err
+}
+
+// attentionGrad builds attention_lse(q, k) on fresh keys, or attention_grad (three nodes) as
+// reverse mode emits it: o = attention(q, k, v) and lse = attention_lse(q, k) are nodes of the graph (so
+// they are the forward's, as the op requires), do a fresh input of o's type, wrt q, k or v.
+// The attributes (causal, scale, accum) are the forward's.
+func (b *builder) attentionGrad(d *graph.OpDef) error {
+	q := b.operand(d, 2, 4)
+	r := q.Type.Rank()
+	lead := slices.Clone(q.Type.Shape[:r-2])
+	sq, dd := q.Type.Shape[r-2], q.Type.Shape[r-1]
+	sk, dv := b.dim(1), b.dim(2)
+	if d.Name == "attention_lse" {
+		dv = 0
+	}
+	nb := tensor.NumElems(lead)
+	// The backward does the forward's work about three times over (S, dP, and the gradient).
+	for (sk > 1 || dv > 1) && (3*nb*sq*sk*(dd+dv) > b.cfg.MaxWork || nb*sk*max(dd, dv) > b.cfg.MaxElems || nb*sq*dv > b.cfg.MaxElems) {
+		sk, dv = (sk+1)/2, (dv+1)/2
+	}
+	attrs := graph.Attrs{}
+	if b.s.Attr[0]&1 == 1 {
+		attrs["causal"] = graph.Bool(true)
+	}
+	if b.s.Attr[1]%3 == 1 {
+		attrs["scale"] = graph.Float(0.25)
+	}
+	attrs = b.accum(attrs, q.Type.DType)
+	kk := b.input(q.Type.DType, append(slices.Clone(lead), sk, dd), b.class())
+	if d.Name != "attention_lse" && d.Name != "attention_grad" {
+		return fmt.Errorf("no attention-gradient template for %s", d.Name)
+	}
+	// attention_grad adds three nodes; where the graph has no room for them (MaxOps counts
+	// nodes), the step makes the statistics alone.
+	if d.Name == "attention_lse" || len(b.g.Nodes)+3+b.stepsLeft > b.cfg.MaxOps {
+		_, err := b.node("attention_lse", attrs, q, kk)
+		return err
+	}
+	v := b.input(q.Type.DType, append(slices.Clone(lead), sk, dv), b.class())
+	do := b.input(q.Type.DType, append(slices.Clone(lead), sq, dv), b.class())
+	o, err := b.node("attention", attrs, q, kk, v)
+	if err != nil {
+		return err
+	}
+	lse, err := b.node("attention_lse", attrs, q, kk)
+	if err != nil {
+		return err
+	}
+	ga := maps.Clone(attrs)
+	ga["wrt"] = graph.String([]string{"q", "k", "v"}[b.s.Attr[2]%3])
+	_, err = b.node(d.Name, ga, q, kk, v, o, do, lse)
 	return err
 }
 
