@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -103,7 +104,7 @@ func drawCase(r *rand.Rand, i int, inputSeed uint64) (harness.Case, error) {
 	op := heads[g.r.IntN(len(heads))]
 	dt := g.pickDType(op)
 	out := g.head(op, dt)
-	if out != nil && !lowPrecision(out.Type.DType) && out.Type.DType.IsFloat() && op.Kind != graph.KindAttention {
+	if out != nil && !lowPrecision(out.Type.DType) && out.Type.DType.IsFloat() && !attentionKind(op) {
 		for range g.r.IntN(3) {
 			out = g.follow(out)
 		}
@@ -174,10 +175,17 @@ func (g *gen) shape(lo, hi int) []int {
 	return s
 }
 
+// attentionKind reports whether d is attention or one of its gradient ops: they get no 16-bit
+// dtypes (above; attention_grad also reads o stored in 16 bits, which the default tolerance
+// does not allow for) and no followers.
+func attentionKind(d *graph.OpDef) bool {
+	return d.Kind == graph.KindAttention || d.Kind == graph.KindAttentionGrad
+}
+
 func (g *gen) pickDType(op *graph.OpDef) numerics.DType {
 	var ok []numerics.DType
 	for _, dt := range smokeDTypes {
-		if op.Supports(dt) && !(op.Kind == graph.KindAttention && lowPrecision(dt)) {
+		if op.Supports(dt) && !(attentionKind(op) && lowPrecision(dt)) {
 			ok = append(ok, dt)
 		}
 	}
@@ -189,14 +197,14 @@ func (g *gen) pickDType(op *graph.OpDef) numerics.DType {
 func (g *gen) canHead(d *graph.OpDef) bool {
 	var dtOK bool
 	for _, dt := range smokeDTypes {
-		dtOK = dtOK || (d.Supports(dt) && !(d.Kind == graph.KindAttention && lowPrecision(dt)))
+		dtOK = dtOK || (d.Supports(dt) && !(attentionKind(d) && lowPrecision(dt)))
 	}
 	if !dtOK {
 		return false
 	}
 	switch d.Kind {
 	case graph.KindUnary, graph.KindCast:
-		return d.MinArgs <= 1 && (d.MaxArgs < 0 || d.MaxArgs >= 1) && requiredAttrsKnown(d, "to")
+		return d.MinArgs <= 1 && (d.MaxArgs < 0 || d.MaxArgs >= 1) && requiredAttrsKnown(d, "to", "value")
 	case graph.KindBinary, graph.KindLoss:
 		return d.MinArgs <= 2 && (d.MaxArgs < 0 || d.MaxArgs >= 2) && requiredAttrsKnown(d)
 	case graph.KindReduce:
@@ -207,6 +215,8 @@ func (g *gen) canHead(d *graph.OpDef) bool {
 		return d.Name == "matmul" || d.Name == "batch_matmul"
 	case graph.KindAttention:
 		return d.MinArgs == 3
+	case graph.KindAttentionGrad:
+		return d.Name == "attention_lse" || d.Name == "attention_grad"
 	case graph.KindMovement:
 		return slices.Contains([]string{"transpose", "reshape", "slice", "concat"}, d.Name)
 	}
@@ -239,6 +249,9 @@ func (g *gen) head(d *graph.OpDef, dt numerics.DType) *graph.Value {
 		if d.Name == "gelu" && g.r.IntN(2) == 0 {
 			attrs = graph.Attrs{"approx": graph.String("tanh")}
 		}
+		if d.Name == "full_like" {
+			attrs = graph.Attrs{"value": graph.Float(fullValues[g.r.IntN(len(fullValues))])}
+		}
 		return g.op(d.Name, attrs, g.input(dt, g.shape(1, 3), dist))
 	case graph.KindCast:
 		to := []numerics.DType{numerics.F64, numerics.F32, numerics.F16, numerics.BF16, numerics.I32}
@@ -260,11 +273,18 @@ func (g *gen) head(d *graph.OpDef, dt numerics.DType) *graph.Value {
 		return g.matmul(d.Name, dt)
 	case graph.KindAttention:
 		return g.attention(d.Name, dt)
+	case graph.KindAttentionGrad:
+		return g.attentionGrad(d.Name, dt)
 	case graph.KindMovement:
 		return g.movement(d.Name, dt)
 	}
 	return nil
 }
+
+// fullValues are full_like's constants: inexact in binary (0.3, -2.7), exact, and beyond int8
+// (127 after saturation in int8; truncated to 300 in int32). The smoke graph's output is the
+// constant itself, so a zero (which the magnitude guard refuses) is not among them.
+var fullValues = []float64{0.3, -2.7, 1.5, -3, 300.7}
 
 // binary broadcasts one operand against the other: the second shape keeps a suffix of the
 // first with some dims set to 1, and the operands are swapped half the time.
@@ -392,6 +412,36 @@ func (g *gen) attention(op string, dt numerics.DType) *graph.Value {
 	}
 	g.k = max(g.k, sk, d)
 	return g.op(op, attrs, g.input(dt, shape(sq, d), nil), g.input(dt, shape(sk, d), nil), g.input(dt, shape(sk, dv), nil))
+}
+
+// attentionGrad builds attention_lse(q, k), or attention_grad as reverse mode emits it: the
+// forward o = attention(q, k, v) and lse = attention_lse(q, k) are nodes of the graph (so the
+// saved values are the forward's, as the op requires), dO is an input, wrt q, k or v. Only
+// the head is named in the case name (and counted by the smoke test's head detection).
+func (g *gen) attentionGrad(op string, dt numerics.DType) *graph.Value {
+	sq, sk, d, dv := g.pick(dims), g.pick(dims), g.pick(dims), g.pick(dims)
+	lead := []int{}
+	if g.r.IntN(2) == 0 {
+		lead = []int{1 + g.r.IntN(3)}
+	}
+	shape := func(a, b int) []int { return append(slices.Clone(lead), a, b) }
+	attrs := graph.Attrs{}
+	if g.r.IntN(2) == 0 {
+		attrs["causal"] = graph.Bool(true)
+	}
+	q, k := g.input(dt, shape(sq, d), nil), g.input(dt, shape(sk, d), nil)
+	if op == "attention_lse" {
+		g.k = max(g.k, sk, d)
+		return g.op(op, attrs, q, k)
+	}
+	// dQ sums over keys, dK and dV over queries, dP and rowsum(dO*O) over Dv.
+	g.k = max(g.k, sq, sk, d, dv)
+	v, do := g.input(dt, shape(sk, dv), nil), g.input(dt, shape(sq, dv), nil)
+	o := g.b.Op("attention", attrs, q, k, v)
+	lse := g.b.Op("attention_lse", attrs, q, k)
+	ga := maps.Clone(attrs)
+	ga["wrt"] = graph.String([]string{"q", "k", "v"}[g.r.IntN(3)])
+	return g.op(op, ga, q, k, v, o, do, lse)
 }
 
 func (g *gen) movement(op string, dt numerics.DType) *graph.Value {
