@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/tessera-qa/tessera-qa/engine/autodiff"
+	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
@@ -32,6 +35,46 @@ type TrainStepResult struct {
 	Ratio       float64    `json:"ratio,omitempty"` // TorchMS / EngineMS: above 1, the engine is faster
 	EngineLoss  float64    `json:"engine_loss"`
 	TorchLoss   float64    `json:"torch_loss,omitempty"`
+	// Top lists the forward+backward program's slowest kernels (when the engine can time one
+	// kernel alone), slowest first.
+	Top []KernelTime `json:"top,omitempty"`
+}
+
+// KernelTime is one kernel's median time with the kernel's name, schedule kind and code path.
+type KernelTime struct {
+	Kernel string  `json:"kernel"`
+	Kind   string  `json:"kind"`
+	Path   string  `json:"path"`
+	MS     float64 `json:"ms"`
+}
+
+// KernelTimer is an Engine that can time one kernel of a program alone (the CUDA backend).
+type KernelTimer interface {
+	TimeKernel(p *compiler.Program, in map[string]*tensor.Tensor, kernel, warmup, reps int) ([]float64, error)
+}
+
+// TimeKernel times kernel k of p with CUDA events.
+func (c CUDA) TimeKernel(p *compiler.Program, in map[string]*tensor.Tensor, kernel, warmup, reps int) ([]float64, error) {
+	return c.B.TimeWith(p, in, cuda.TimeOptions{Kernel: kernel, Reps: reps, Warmup: warmup})
+}
+
+// topKernels times every kernel of p alone and returns the n slowest.
+func topKernels(eng Engine, p *compiler.Program, in map[string]*tensor.Tensor, reps, n int) ([]KernelTime, error) {
+	kt, ok := eng.(KernelTimer)
+	if !ok {
+		return nil, nil
+	}
+	var out []KernelTime
+	for k, kern := range p.Kernels {
+		ts, err := kt.TimeKernel(p, in, k, 1, reps)
+		if err != nil {
+			return nil, err
+		}
+		one := &compiler.Program{Graph: p.Graph, Buffers: p.Buffers, Kernels: []*tile.Kernel{kern}, Schedules: p.Schedules[k : k+1]}
+		out = append(out, KernelTime{Kernel: kern.Name, Kind: p.Schedules[k].Kind, Path: eng.Path(one), MS: median(ts)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].MS > out[j].MS })
+	return out[:min(n, len(out))], nil
 }
 
 // TrainStep times one step of model in dt at dims d: the engine's forward+backward program
@@ -73,6 +116,9 @@ func TrainStep(eng Engine, o Oracle, model string, dt numerics.DType, d train.Di
 		return nil, err
 	}
 	res.GradMS = median(times)
+	if res.Top, err = topKernels(eng, prog, feed, max(reps/4, 3), 12); err != nil {
+		return nil, err
+	}
 	opt := optim.DefaultAdamW()
 	opt.LR = 1e-2
 	progs := map[string]*compiler.Program{}

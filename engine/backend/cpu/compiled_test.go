@@ -162,3 +162,39 @@ func nonzero(t *tensor.Tensor) int {
 	}
 	return n
 }
+
+// The compiler materializes transposed GEMM operands (pass gemm-operands); the bits must be
+// those of the flagged matmul, which reads the operand through strides.
+func TestMaterializedTransposesKeepTheMatmulBits(t *testing.T) {
+	b := graph.NewBuilder("mmT")
+	b.Output(b.Op("batch_matmul", graph.Attrs{"transpose_a": graph.Bool(true), "transpose_b": graph.Bool(true)},
+		in(b, "a", bf16, 2, 29, 37), in(b, "b", bf16, 2, 41, 29)))
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	inputs := map[string]*tensor.Tensor{}
+	for _, v := range g.Inputs {
+		x := tensor.New(v.Type.DType, v.Type.Shape)
+		for i := range x.Len() {
+			x.SetFloat64(i, r.NormFloat64())
+		}
+		inputs[v.Name] = x
+	}
+	var digests []string
+	for _, skip := range [][]string{nil, {"gemm-operands"}} {
+		p, err := compiler.Compile(g, compiler.Options{Skip: skip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := (&Backend{}).Run(p, inputs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, out[0].Digest())
+	}
+	if digests[0] != digests[1] {
+		t.Fatalf("materialized %s, flagged %s", digests[0], digests[1])
+	}
+}

@@ -247,6 +247,9 @@ func trainTimeStep(e *env, model string, dt numerics.DType, d train.Dims, reps i
 		fmt.Fprintf(w, "  engine %.3f ms (forward+backward %.3f ms in %d kernels, AdamW %.3f ms in %d kernels), loss %.6g\n",
 			res.EngineMS, res.GradMS, res.GradKernels, res.OptMS, res.OptKernels, res.EngineLoss)
 		fmt.Fprintf(w, "  %s: %.3f ms, loss %.6g\n  ratio torch/engine %.3fx\n", res.Torch, res.TorchMS, res.TorchLoss, res.Ratio)
+		for _, k := range res.Top {
+			fmt.Fprintf(w, "    %8.3f ms  %-24s %-14s %s\n", k.MS, k.Kernel, k.Kind, k.Path)
+		}
 		if jerr := e.writeJSON(jsonPath, res); jerr != nil && err == nil {
 			err = jerr
 		}

@@ -1,0 +1,62 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+)
+
+// gemmOperands makes every (batch_)matmul operand row-major: a transposed operand becomes an
+// explicit transpose node and the flag is cleared. The GPU's tensor-core GEMM kernels take
+// row-major operands only (a transposed one fell to the SIMT path, about 100x slower), and
+// the backward of every matmul has transposed operands. A transpose copies bits, and the
+// matmul still adds its K products in increasing k order, so results are unchanged.
+func gemmOperands(s *state) error {
+	var out []*graph.Node
+	taken := map[string]bool{}
+	for _, v := range s.g.Inputs {
+		taken[v.Name] = true
+	}
+	for _, n := range s.g.Nodes {
+		taken[n.Output.Name] = true
+	}
+	fresh := func(base string) string {
+		name := base
+		for i := 2; taken[name]; i++ {
+			name = fmt.Sprintf("%s_%d", base, i)
+		}
+		taken[name] = true
+		return name
+	}
+	for _, n := range s.g.Nodes {
+		if d := n.Def(); d != nil && d.Kind == graph.KindMatmul {
+			for i, flag := range []string{"transpose_a", "transpose_b"} {
+				if !n.BoolAttr(flag) {
+					continue
+				}
+				v := n.Inputs[i]
+				r := v.Type.Rank()
+				perm := make([]int64, r)
+				for j := range perm {
+					perm[j] = int64(j)
+				}
+				perm[r-2], perm[r-1] = perm[r-1], perm[r-2]
+				t := &graph.Node{Op: "transpose", Inputs: []*graph.Value{v}, Attrs: graph.Attrs{"perm": graph.Ints(perm...)},
+					Output: &graph.Value{Name: fresh(n.Output.Name + "_" + flag[len(flag)-1:] + "T")}}
+				typ, err := graph.InferNode(t)
+				if err != nil {
+					return fmt.Errorf("node %%%s: materializing %s: %w", n.Output.Name, flag, err)
+				}
+				t.Output.Type = typ
+				out = append(out, t)
+				attrs := n.Attrs.Clone()
+				attrs[flag] = graph.Bool(false)
+				n.Attrs = attrs
+				n.Inputs[i] = t.Output
+			}
+		}
+		out = append(out, n)
+	}
+	s.g.Nodes = out
+	return nil
+}
