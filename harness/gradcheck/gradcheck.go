@@ -38,9 +38,9 @@ type Tol struct {
 	ATol float64
 }
 
-// Step is the finite-difference step relative to max(1, rms(x)); with central differences in
-// float64 the truncation error is ~Step^2 and the rounding error ~1e-16/Step, both far below
-// FDTol.
+// Step is the finite-difference step relative to each element of x (scaleDirection); with
+// Richardson's extrapolation of central differences in float64 the truncation error is
+// ~Step^4 and the rounding error ~1e-16/Step (fdResult.noise), both far below FDTol.
 const Step = 1e-5
 
 // FDTol bounds |<g64, u> - FD| relative to sum |g64*u|: the float64 rule against float64
@@ -71,6 +71,9 @@ type Case struct {
 	Graph  *graph.Graph
 	Inputs map[string]*tensor.Tensor
 	Seed   uint64
+	// Tol, when not zero, replaces Tolerances[DType]: a random graph's budget (harness/prop's
+	// grad/agree scales it to the graph's own rounding noise).
+	Tol Tol
 }
 
 // Result is the verdict on one case: one Input per differentiated input.
@@ -92,13 +95,15 @@ type InputVerdict struct {
 	Name string `json:"name"`
 	// NormErr is max|g - g64| / max|g64| (0/0 = 0 for a zero gradient).
 	NormErr float64 `json:"norm_err"`
-	// DirErr is the worst |<g,u> - FD| / sum|g64*u| over the directions; RuleErr the same
-	// for g64 (the float64 rule against finite differences).
+	// DirErr is the worst |<g,u> - FD| / (max|g64| sum|u|) over the directions (normwise,
+	// like NormErr); RuleErr is |<g64,u> - FD| / sum|g64*u| (the float64 rule against finite
+	// differences, judged sharply).
 	DirErr  float64 `json:"dir_err"`
 	RuleErr float64 `json:"rule_err"`
 	// Kink: finite differences were not applicable along some direction (the one-sided
-	// slopes differ: x sits on a kink of relu/abs/max; or halving the step doubles them: a
-	// jump of sign at 0), so that direction was judged against the float64 rule only.
+	// slopes differ: x sits on a kink of relu/abs/max; halving the step doubles them: a jump
+	// of sign at 0; or a step left the float64 range), so that direction was judged against
+	// the float64 rule only.
 	Kink bool   `json:"kink,omitempty"`
 	Fail string `json:"fail,omitempty"`
 }
@@ -120,6 +125,9 @@ func checkCase(b backend.Backend, c Case, f caseFeed) (Result, []*tensor.Tensor)
 		return res, nil
 	}
 	tol, ok := Tolerances[c.DType]
+	if c.Tol != (Tol{}) {
+		tol, ok = c.Tol, true
+	}
 	if !ok {
 		res.Err = fmt.Sprintf("no gradient tolerance for dtype %s", c.DType)
 		return res, nil
@@ -221,22 +229,32 @@ func check(b backend.Backend, c Case, f caseFeed, tol Tol, res *Result) ([]*tens
 		}
 		for d := range Directions {
 			u := harness.RandomTensor(numerics.F64, outs64[nout+i].Shape, harness.SubSeed(c.Seed, fmt.Sprintf("direction/%s/%d", name, d)), harness.DefaultDist(numerics.F64)).Float64s()
+			scaleDirection(u, feed64[name].Float64s())
 			fd, err := finiteDiff(g64, feed64, f.cots, name, u)
 			if err != nil {
 				return nil, err
 			}
-			scale, usum := 0.0, 0.0
+			u = fd.dir
+			scale, usum, big := 0.0, 0.0, 0.0
 			for k := range u {
 				scale += math.Abs(want[k] * u[k])
 				usum += math.Abs(u[k])
+				big = max(big, math.Abs(want[k]))
 			}
+			// The engine's directional error is judged normwise, like NormErr: relative to
+			// max|g64| sum|u|, what an error of RTol max|g64| in every element could reach
+			// (relative to sum|g64 u| alone, a gradient large only where u is small would
+			// turn a normwise-small error into a large directional one).
+			dirScale := max(scale, big*usum)
 			dg, d64 := dot(got, u), dot(want, u)
 			slack := tol.ATol * usum
-			// The engine is judged against FD with FD's own error budget added.
-			dirErr, ruleErr := relTo(max(math.Abs(dg-fd.central)-slack, 0), scale)-FDTol, relTo(d64-fd.central, scale)
+			// The engine is judged against FD with FD's own error budget added; FD's rounding
+			// noise is forgiven on both.
+			dirErr := relTo(max(math.Abs(dg-fd.value())-slack-fd.slack(), 0), dirScale) - FDTol
+			ruleErr := relTo(max(math.Abs(d64-fd.value())-fd.slack(), 0), scale)
 			if fd.nonSmooth(scale) {
 				v.Kink = true
-				dirErr, ruleErr = relTo(max(math.Abs(dg-d64)-slack, 0), scale), 0
+				dirErr, ruleErr = relTo(max(math.Abs(dg-d64)-slack, 0), dirScale), 0
 			}
 			dirErr = max(dirErr, 0)
 			v.DirErr, v.RuleErr = max(v.DirErr, dirErr), max(v.RuleErr, ruleErr)
@@ -256,10 +274,11 @@ func check(b backend.Backend, c Case, f caseFeed, tol Tol, res *Result) ([]*tens
 	return outs[nout:], nil
 }
 
-// relTo is |x|/scale, with a zero scale (a zero gradient) accepting only an exact zero.
+// relTo is |x|/scale, with a zero scale (a zero gradient) accepting only an exact zero (the
+// callers subtract their absolute slack first).
 func relTo(x, scale float64) float64 {
 	if scale == 0 {
-		if math.Abs(x) <= 1e-12 {
+		if x == 0 {
 			return 0
 		}
 		return math.Inf(1)
@@ -297,32 +316,106 @@ type fdResult struct {
 	half    float64 // the same with h/2
 	right   float64 // (F(x+hu) - F(x)) / h
 	left    float64 // (F(x) - F(x-hu)) / h
+	// rightHalf and leftHalf are right and left with h/2.
+	rightHalf, leftHalf float64
+	// dir is the direction value differentiates along: u, as the rounded steps x + tu took it.
+	dir []float64
+	// noise bounds value's rounding error: each output element y carries up to fdULPs ulps
+	// of float64 error, so a difference of F is off by up to 2 fdULPs eps sum|c y| (the
+	// largest over the points evaluated); half divides that by h, central by 2h, and
+	// Richardson's (4 half - central)/3 makes it 3 fdULPs eps sum|c y| / h. A gradient small
+	// beside the terms of F (a layernorm of two values, whose outputs barely move) is known
+	// only to that absolute precision.
+	noise float64
+	// spread is twice the largest difference between the central differences with h, h/2
+	// and h/4: for a smooth F their truncation is O(h^2), so a larger spread is rounding that
+	// the per-element model does not see (y = o - x3 that cancels carries the error of o).
+	spread float64
 }
 
-// nonSmooth reports that finite differences do not apply along this direction: x sits on a
-// kink (relu, abs, max: the one-sided slopes differ) or on a jump (sign at 0: both one-sided
-// slopes are ~1/h, so they agree, but halving h doubles them). scale is sum |g64*u|, the size
-// of a difference that matters.
+// slack is what value may be off by: its rounding, modelled or measured.
+func (f fdResult) slack() float64 { return max(f.noise, f.spread) }
+
+// fdULPs is the float64 error, in ulps, assumed of each output element of the golden model
+// (a few ops of plain loops in float64).
+const fdULPs = 16
+
+// value is the derivative's estimate: Richardson's extrapolation of the central differences
+// with steps h and h/2, (4 D(h/2) - D(h)) / 3, whose truncation error is O(h^4) instead of
+// O(h^2), so that an input a few hundred steps from a pole (1/x at x = 1e-3) is still
+// differentiated to FDTol.
+func (f fdResult) value() float64 { return (4*f.half - f.central) / 3 }
+
+// nonSmooth reports that finite differences do not apply along this direction: a kink lies
+// within the step (relu, abs, max: some element's slope changes, so right - left does not
+// halve with the step, as it does for a smooth F, where it is h times the second derivative;
+// it counts when that bend is beyond rounding and either reaches FDTol of scale = sum
+// |g64*u| or 1e-3 of the one-sided slopes: log of a square 1e-16 from zero), F is not
+// smooth at the step's scale (sign's jump at 0, a pole 1e-16 away: the central differences
+// with h and h/2 disagree by more than 1e-3 of themselves and more than rounding), or a step
+// left the float64 range or the function's domain (Inf or NaN).
 func (f fdResult) nonSmooth(scale float64) bool {
-	kink := math.Abs(f.right-f.left) > 1e-3*(math.Abs(f.right)+math.Abs(f.left)+1e-9)
+	for _, v := range []float64{f.central, f.half, f.right, f.left, f.rightHalf, f.leftHalf, f.noise} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return true
+		}
+	}
+	bend := math.Abs((f.right - f.left) - 2*(f.rightHalf-f.leftHalf))
+	kink := bend > 4*f.noise && (bend > FDTol*scale || bend > 1e-3*(math.Abs(f.right)+math.Abs(f.left)))
+	// The two central differences disagree beyond rounding: not the O(h^2) of a smooth F.
 	d := math.Abs(f.central - f.half)
-	jump := d > 1e-3*(math.Abs(f.central)+math.Abs(f.half)) && d > FDTol*scale
+	jump := d > 1e-3*(math.Abs(f.central)+math.Abs(f.half)) && d > 4*f.noise
 	return kink || jump
 }
 
-// finiteDiff takes the finite differences of F = sum <c, f(x)> along u at input name, in
-// float64 on the golden model.
-func finiteDiff(g64 *graph.Graph, feed64 map[string]*tensor.Tensor, cots map[string]*tensor.Tensor, name string, u []float64) (fdResult, error) {
-	x := feed64[name]
-	var rms float64
-	for _, v := range x.Float64s() {
+// scaleDirection scales each element of the direction u by the magnitude of x's element
+// (the tensor's rms for a zero, 1 for an all-zero tensor; clamped to 2^±600), so that a step
+// of Step moves every element by Step relative to itself: a tensor holding 3e38 and 0.6 is differentiated at
+// both, and a tiny input is not stepped across zero.
+func scaleDirection(u, x []float64) {
+	rms := 0.0
+	for _, v := range x {
 		rms += v * v
 	}
-	h := Step * max(1, math.Sqrt(rms/float64(max(x.Len(), 1))))
-	at := func(t float64) (float64, error) {
+	rms = math.Sqrt(rms / float64(max(len(x), 1)))
+	if rms == 0 || math.IsInf(rms, 0) {
+		rms = 1
+	}
+	for k, v := range x {
+		m := math.Abs(v)
+		if v == 0 {
+			m = rms
+		}
+		// Within 2^±600, so that u and its products with a gradient stay finite.
+		u[k] *= min(max(m, 0x1p-600), 0x1p600)
+	}
+}
+
+// finiteDiff takes the finite differences of F = sum <c, f(x)> along u at input name, in
+// float64 on the golden model. Each output element's difference is taken before the sum,
+// F(x+hu) - F(x-hu) = sum c (y(x+hu) - y(x-hu)), so that a large output elsewhere (another
+// output of 1e120) cannot absorb a small one's change.
+func finiteDiff(g64 *graph.Graph, feed64 map[string]*tensor.Tensor, cots map[string]*tensor.Tensor, name string, u []float64) (fdResult, error) {
+	x := feed64[name]
+	h := Step               // u is scaled to the elements of x (scaleDirection)
+	var weights [][]float64 // the cotangent of each output, nil for one without (or a repeat)
+	seen := map[string]bool{}
+	for _, o := range g64.Outputs {
+		c, ok := cots[autodiff.CotangentPrefix+o.Name]
+		if !ok || seen[o.Name] {
+			weights = append(weights, nil)
+			continue
+		}
+		seen[o.Name] = true
+		weights = append(weights, c.Float64s())
+	}
+	var steps [7][]float64 // the displacement each evaluation actually made: fl(x+tu) - x
+	at := func(j int, t float64) ([][]float64, error) {
 		moved := x.Clone()
+		steps[j] = make([]float64, len(u))
 		for i, v := range x.Float64s() {
 			moved.SetFloat64(i, v+t*u[i])
+			steps[j][i] = moved.Float64(i) - v
 		}
 		in := map[string]*tensor.Tensor{}
 		for _, v := range g64.Inputs {
@@ -331,28 +424,54 @@ func finiteDiff(g64 *graph.Graph, feed64 map[string]*tensor.Tensor, cots map[str
 		in[name] = moved
 		outs, err := ref.Run(g64, in)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		f := 0.0
-		seen := map[string]bool{}
-		for i, o := range g64.Outputs {
-			c, ok := cots[autodiff.CotangentPrefix+o.Name]
-			if !ok || seen[o.Name] {
-				continue
-			}
-			seen[o.Name] = true
-			f += dot(c.Float64s(), outs[i].Float64s())
+		ys := make([][]float64, len(outs))
+		for i, o := range outs {
+			ys[i] = o.Float64s()
 		}
-		return f, nil
+		return ys, nil
 	}
-	var v [5]float64 // F at -h, -h/2, 0, h/2, h
-	for i, t := range []float64{-h, -h / 2, 0, h / 2, h} {
+	var ys [7][][]float64 // outputs at -h, -h/2, 0, h/2, h, -h/4, h/4
+	for i, t := range []float64{-h, -h / 2, 0, h / 2, h, -h / 4, h / 4} {
 		var err error
-		if v[i], err = at(t); err != nil {
+		if ys[i], err = at(i, t); err != nil {
 			return fdResult{}, err
 		}
 	}
-	return fdResult{central: (v[4] - v[0]) / (2 * h), half: (v[3] - v[1]) / h, right: (v[4] - v[2]) / h, left: (v[2] - v[0]) / h}, nil
+	// delta is F(a) - F(b), summed element by element.
+	delta := func(a, b [][]float64) float64 {
+		s := 0.0
+		for i, w := range weights {
+			for k, c := range w {
+				s += c * (a[i][k] - b[i][k])
+			}
+		}
+		return s
+	}
+	size := 0.0 // the largest sum |c y| over the points evaluated (y(x+hu) may dwarf y(x))
+	for _, y := range ys {
+		sum := 0.0
+		for i, w := range weights {
+			for k, c := range w {
+				sum += math.Abs(c * y[i][k])
+			}
+		}
+		size = max(size, sum)
+	}
+	// x + tu rounds: value estimates <g, dir> for the direction the rounded steps took, which
+	// matters where the step is a few ulps of something that cancels (mse_loss of near copies).
+	dir := make([]float64, len(u))
+	for k := range dir {
+		dir[k] = (4*(steps[3][k]-steps[1][k])/h - (steps[4][k]-steps[0][k])/(2*h)) / 3
+	}
+	r := fdResult{dir: dir, central: delta(ys[4], ys[0]) / (2 * h), half: delta(ys[3], ys[1]) / h,
+		right: delta(ys[4], ys[2]) / h, left: delta(ys[2], ys[0]) / h,
+		rightHalf: 2 * delta(ys[3], ys[2]) / h, leftHalf: 2 * delta(ys[2], ys[1]) / h,
+		noise: 3 * fdULPs * 0x1p-52 * size / h}
+	quarter := 2 * delta(ys[6], ys[5]) / h
+	r.spread = 2 * max(math.Abs(r.central-r.half), math.Abs(r.half-quarter))
+	return r, nil
 }
 
 // widen decodes every tensor to float64 (exactly: every format's values are float64 values).
@@ -402,3 +521,32 @@ func Retype(g *graph.Graph, dt numerics.DType) (*graph.Graph, error) {
 	}
 	return b.Build()
 }
+
+// Backward returns what Check computes c's gradient with: the backward graph (autodiff.VJP of
+// c.Graph), the feed it runs at (c's inputs and the cotangents d_<output>), and the float64
+// rule's gradients there (the backward retyped to float64 on the golden model), one per float
+// input in input order. harness/prop's grad/agree runs the noise model on the first two to
+// scale a random graph's budget.
+func Backward(c Case) (vg *graph.Graph, feed map[string]*tensor.Tensor, want []*tensor.Tensor, err error) {
+	f := feedOf(c)
+	if vg, err = autodiff.VJP(c.Graph); err != nil {
+		return nil, nil, nil, err
+	}
+	g64, err := Retype(c.Graph, numerics.F64)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	vg64, err := autodiff.VJP(g64)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	wide, err := ref.Run(vg64, widen(f.feed))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return vg, f.feed, wide[len(c.Graph.Outputs):], nil
+}
+
+// NormErr is max|got - want| / max|want| over the elements (NaN where NaN, else +Inf; 0/0 is
+// 0): the normwise error Check judges gradients by, without the ATol.
+func NormErr(got, want *tensor.Tensor) float64 { return normErr(got.Float64s(), want.Float64s(), 0) }

@@ -256,6 +256,9 @@ func (v *Vs) judge(p *pending, w *differential.WireResult, reqErr error) Result 
 			}
 		}
 		tol := Tolerances[p.c.DType]
+		if p.c.Tol != (Tol{}) {
+			tol = p.c.Tol
+		}
 		ov.Status = OraclePass
 		fw := ov.Framework
 		if fw == "" {
