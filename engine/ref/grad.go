@@ -132,9 +132,6 @@ func attentionGrad(n *graph.Node, in []*tensor.Tensor, out *tensor.Tensor) error
 				delta += dob[c] * o
 			}
 			for j := range p.sk {
-				if probs[j] == 0 {
-					continue
-				}
 				var dp float64
 				for c := range p.dv {
 					dp += dob[c] * vb[j*p.dv+c]
