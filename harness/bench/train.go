@@ -8,8 +8,8 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/autodiff"
 	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
-	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/optim"
