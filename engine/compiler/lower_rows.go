@@ -173,7 +173,7 @@ func (b *kbuilder) lowerLoss(n *graph.Node, sc Schedule) error {
 	return nil
 }
 
-// ---- transpose, reshape, slice, concat: copies through a strided view ----
+// ---- transpose, reshape, slice, concat: bit copies through a strided view ----
 
 func (b *kbuilder) lowerMovement(n *graph.Node, sc Schedule) error {
 	out := n.Output
@@ -191,8 +191,7 @@ func (b *kbuilder) lowerMovement(n *graph.Node, sc Schedule) error {
 		off := 0
 		for _, in := range n.Inputs {
 			ish := in.Type.Shape
-			t := b.load(flatTile(b.param(in, false), tile.C(0), ish, contiguous(ish), pid, block), 0)
-			b.emit(tile.Store{Src: t, At: flatTile(po, tile.C(off*ost[ax]), ish, ost, pid, block)})
+			b.copyTile(flatTile(b.param(in, false), tile.C(0), ish, contiguous(ish), pid, block), flatTile(po, tile.C(off*ost[ax]), ish, ost, pid, block))
 			off += failpoint.Pick(failpoint.ConcatOffsetOffByOne, ish[ax], ish[ax]-1)
 		}
 		return nil
@@ -215,7 +214,16 @@ func (b *kbuilder) lowerMovement(n *graph.Node, sc Schedule) error {
 		strides = contiguous(oshape)
 	}
 	pid := b.grid(ceilDiv(out.Type.NumElems(), block))[0]
-	t := b.load(flatTile(b.param(x, false), tile.C(base), oshape, strides, pid, block), 0)
-	b.emit(tile.Store{Src: t, At: flatTile(b.param(out, true), tile.C(0), oshape, contiguous(oshape), pid, block)})
+	b.copyTile(flatTile(b.param(x, false), tile.C(base), oshape, strides, pid, block), flatTile(b.param(out, true), tile.C(0), oshape, contiguous(oshape), pid, block))
 	return nil
+}
+
+// copyTile moves a tile's bit patterns (tile.Copy): data movement must keep every pattern,
+// NaN payloads and fp8 e5m2 ±Inf included, which a decode and re-encode would not.
+func (b *kbuilder) copyTile(from, to tile.Access) {
+	if failpoint.Enabled(failpoint.MovementDecodeEncode) {
+		b.emit(tile.Store{Src: b.load(from, 0), At: to})
+		return
+	}
+	b.emit(tile.Copy{From: from, To: to})
 }
