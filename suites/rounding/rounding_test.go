@@ -1,0 +1,70 @@
+package rounding_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
+	"github.com/tessera-qa/tessera-qa/harness/rounding"
+)
+
+// backendLabels tags a spec by where it can run: CI runs "cpu"; the nightly GPU runners "gpu".
+func backendLabels(b backend.Backend) Labels {
+	if b.Name() == "cpu" {
+		return Label("cpu")
+	}
+	return Label("gpu", "nightly")
+}
+
+var cases = func() []rounding.Case {
+	cs, err := rounding.AllCases()
+	if err != nil {
+		panic(err) // a bug in the suite's own graphs, before any spec runs
+	}
+	return cs
+}()
+
+var _ = Describe("the independent encoder", Label("cpu"), func() {
+	It("agrees with PyTorch on f32 -> f16 and bf16 (ties, subnormals, overflow, NaN)", func() {
+		if why := rounding.TorchAvailable(); why != "" {
+			Skip(why)
+		}
+		Expect(rounding.CrossCheckTorch()).To(Succeed())
+	})
+})
+
+var _ = Describe("numerics.Encode", Label("cpu"), func() {
+	for _, c := range cases {
+		if c.Graph != nil {
+			continue
+		}
+		It(c.Name+" matches the independent encoder bit for bit", func() {
+			got, err := c.Run(nil)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(c.Compare(got)).To(Succeed())
+		})
+	}
+})
+
+var _ = Describe("kernels", func() {
+	for _, b := range backend.All() {
+		Describe("on "+b.Name(), backendLabels(b), func() {
+			BeforeEach(func() {
+				if err := b.Available(); err != nil {
+					Skip(b.Name() + " unavailable: " + err.Error())
+				}
+			})
+			for _, c := range cases {
+				if c.Graph == nil {
+					continue
+				}
+				It(c.Name+" matches the independent encoder bit for bit", func() {
+					got, err := c.Run(b)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(c.Compare(got)).To(Succeed())
+				})
+			}
+		})
+	}
+})
