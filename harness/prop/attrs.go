@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/harness"
+	"github.com/tessera-qa/tessera-qa/harness/rewrite"
 )
 
 // verifyAttrs fuzzes attributes: a random graph with one attribute of one node replaced by a
@@ -134,4 +135,25 @@ func drawAttr(t *rapid.T, k graph.AttrKind, spec *graph.AttrSpec) graph.Attr {
 		}
 	}
 	return graph.String(rapid.SampledFrom(choices).Draw(t, "string"))
+}
+
+// rewriteCandidates is the generator's bias towards the compiler's rewrites (issue 13): graphs
+// shaped like a rewrite's pattern with each matcher condition drawn to hold or fail
+// (harness/rewrite.Gen), judged on the dump after the pass (rewritten exactly when every
+// condition holds) and on the numbers with and without the rewrite and against engine/ref.
+var rewriteCandidates = Property{
+	Name:   "rewrite/candidates",
+	Judged: "tolerance",
+	Checks: 300,
+	Doc: "a random rewrite candidate or near miss (attention chain, elementwise chain, no-op movement or cast) is " +
+		"rewritten exactly when every matcher condition holds, and computes the same with and without the rewrite",
+	Body: func(e Env) func(*rapid.T) {
+		gen := rewrite.Gen()
+		return func(t *rapid.T) {
+			g := gomega.NewWithT(t)
+			c := gen.Draw(t, "candidate")
+			g.Expect(c.CheckStructure()).To(gomega.Succeed())
+			g.Expect(c.CheckNumbers(e.Backend, 1)).To(gomega.Succeed())
+		}
+	},
 }

@@ -42,7 +42,7 @@ func All() []Property {
 	return []Property{
 		agreeRef, agreeNaNInf, determinism,
 		softmaxShift, transposeProduct, attentionPermutation, normScale, reduceConcat, castRoundTrip,
-		verifyAttrs,
+		verifyAttrs, rewriteCandidates,
 	}
 }
 

@@ -94,7 +94,9 @@ func CastCase(src, dst numerics.DType) (Case, error) {
 		return Case{}, err
 	}
 	return Case{Name: fmt.Sprintf("cast/%s->%s", src, dst), Graph: g, Inputs: map[string]*tensor.Tensor{"x": x}, Out: dst, Want: want,
-		Describe: func(i int) string { return fmt.Sprintf("%s %s (%v)", src, hexOf(src, bits[i]), DecodeDType(src, bits[i])) }}, nil
+		Describe: func(i int) string {
+			return fmt.Sprintf("%s %s (%v)", src, hexOf(src, bits[i]), DecodeDType(src, bits[i]))
+		}}, nil
 }
 
 // operands are patterns of a narrow float dtype for the store routes: every finite pattern of
@@ -157,7 +159,7 @@ func StoreCases(d numerics.DType) ([]Case, error) {
 		want := make([]uint64, 0, len(xs)*len(fs))
 		for _, x := range xs {
 			for _, y := range fs {
-				p := 0 + f.Decode(x)*f.Decode(y) // the accumulator starts at +0: -0 products give +0
+				p := 0 + f.Decode(x)*f.Decode(y)   // the accumulator starts at +0: -0 products give +0
 				if math.Abs(p) > math.MaxFloat32 { // the f32 accumulator overflows first
 					p = math.Inf(int(math.Copysign(1, p)))
 				}
