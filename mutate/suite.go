@@ -41,10 +41,10 @@ type Suite struct {
 var suites = []Suite{
 	{Name: "golden", Kind: KindGinkgo, Packages: []string{"suites/golden"}, OpLabels: true,
 		What: "every golden case against its golden file (suites/golden)"},
-	{Name: "rounding", Kind: KindGinkgo, Packages: []string{"suites/rounding"},
-		What: "every encoding path bit for bit against an independent encoder (suites/rounding)"},
 	{Name: "rewrite", Kind: KindGinkgo, Packages: []string{"suites/rewrite"},
 		What: "near-miss and matching graphs of every rewrite, structurally and numerically (suites/rewrite)"},
+	{Name: "rounding", Kind: KindGinkgo, Packages: []string{"suites/rounding"},
+		What: "every encoding path bit for bit against an independent encoder (suites/rounding)"},
 	{Name: "determinism", Kind: KindGinkgo, Packages: []string{"suites/determinism"}, OpLabels: true,
 		What: "same bits run after run, in a second process and under GOMAXPROCS 1, 2, 8 (suites/determinism)"},
 	// rapid would leave a fail file in the source tree for every fault it catches, and CI

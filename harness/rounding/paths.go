@@ -276,7 +276,7 @@ func (c Case) Compare(got []uint64) error {
 // AllCases lists every route of the suite: Encode and the cast op from f64 and f32 to every
 // target, the cast op from every narrow float pattern (decoding) to every float, int -> int
 // (wrapping) and int -> float, and the stores of mul, matmul and reduce_sum to every narrow
-// float.
+// float, and data movement of every pattern (bit copies).
 func AllCases() ([]Case, error) {
 	var out []Case
 	for _, src := range []numerics.DType{numerics.F64, numerics.F32} {
@@ -307,6 +307,63 @@ func AllCases() ([]Case, error) {
 			return nil, err
 		}
 		out = append(out, cs...)
+	}
+	mv, err := MovementCases()
+	return append(out, mv...), err
+}
+
+// MovementCases are data movement (transpose, slice, concat, reshape) of every pattern of each
+// dtype (a spread for f32 and f64, with NaN payloads and signs, -0 and ±Inf): bit copies, so
+// each output element is the input pattern it comes from, unchanged (fp8 e5m2 ±Inf included,
+// which a decode and re-encode would saturate to ±57344).
+func MovementCases() ([]Case, error) {
+	var out []Case
+	for _, d := range numerics.All {
+		var pats []uint64
+		switch d.Size() {
+		case 1, 2:
+			for p := range uint64(1) << (8 * d.Size()) {
+				pats = append(pats, p)
+			}
+		case 4:
+			pats = []uint64{0, 0x80000000, 0x7F800000, 0xFF800000, 0x7F800001, 0xFFC00000, 0x7FC12345, 1, 0x3F800000, 0x80000001}
+		default:
+			pats = []uint64{0, 1 << 63, 0x7FF0000000000000, 0xFFF0000000000000, 0x7FF0000000000001, 0xFFF8000000000000, 0x7FF8000000012345, 1}
+		}
+		if d == numerics.Bool {
+			pats = []uint64{0, 1}
+		}
+		cols := 16
+		rows := (len(pats) + cols - 1) / cols
+		x := tensor.New(d, []int{rows, cols})
+		for i := range x.Len() {
+			x.SetBits(i, pats[i%len(pats)])
+		}
+		b := graph.NewBuilder("move_" + d.String())
+		in := b.Input("x", d, rows, cols)
+		t := b.Named("t", "transpose", graph.Attrs{"perm": graph.Ints(1, 0)}, in)
+		s := b.Named("s", "slice", graph.Attrs{"starts": graph.Ints(1, 0), "ends": graph.Ints(int64(cols), int64(rows))}, t)
+		c := b.Named("c", "concat", graph.Attrs{"axis": graph.Int(0)}, s, t)
+		b.Output(b.Named("r", "reshape", graph.Attrs{"shape": graph.Ints(-1)}, c))
+		g, err := b.Build()
+		if err != nil {
+			return nil, err
+		}
+		// Expected: the same index arithmetic, on bits.
+		var want []uint64
+		at := func(i, j int) uint64 { return x.Bits(j*cols + i) } // transpose: t[i][j] = x[j][i]
+		for i := 1; i < cols; i++ {
+			for j := range rows {
+				want = append(want, at(i, j))
+			}
+		}
+		for i := range cols {
+			for j := range rows {
+				want = append(want, at(i, j))
+			}
+		}
+		out = append(out, Case{Name: "movement/" + d.String(), Graph: g, Inputs: map[string]*tensor.Tensor{"x": x}, Out: d, Want: want,
+			Describe: func(i int) string { return "element " + fmt.Sprint(i) }})
 	}
 	return out, nil
 }
