@@ -25,18 +25,18 @@ const (
 
 	// Graph rewrites (engine/compiler/rewrite.go): each drops one condition of a pattern
 	// matcher, so a near-miss graph is rewritten when it must not be.
-	CanonCastDTypeIgnored        = "compiler/canonicalize/cast-dtype-ignored"
-	CanonTransposePermIgnored    = "compiler/canonicalize/transpose-perm-ignored"
-	CanonOutputRemoved           = "compiler/canonicalize/output-noop-removed"
-	AttnFuseTransposeBUnchecked  = "compiler/fuse-attention/transpose-b-unchecked"
-	AttnFuseTransposeAUnchecked  = "compiler/fuse-attention/transpose-a-unchecked"
-	AttnFuseAxisUnchecked        = "compiler/fuse-attention/softmax-axis-unchecked"
-	AttnFuseAccumUnchecked       = "compiler/fuse-attention/accum-unchecked"
-	AttnFuseSecondReaderIgnored  = "compiler/fuse-attention/second-reader-ignored"
-	FuseEltSecondReaderIgnored   = "compiler/fuse-elementwise/second-reader-ignored"
-	FuseEltShapeUnchecked        = "compiler/fuse-elementwise/shape-unchecked"
-	FuseEltOutputFused           = "compiler/fuse-elementwise/output-fused"
-	MovementDecodeEncode         = "compiler/movement/copy-decodes-and-encodes"
+	CanonCastDTypeIgnored       = "compiler/canonicalize/cast-dtype-ignored"
+	CanonTransposePermIgnored   = "compiler/canonicalize/transpose-perm-ignored"
+	CanonOutputRemoved          = "compiler/canonicalize/output-noop-removed"
+	AttnFuseTransposeBUnchecked = "compiler/fuse-attention/transpose-b-unchecked"
+	AttnFuseTransposeAUnchecked = "compiler/fuse-attention/transpose-a-unchecked"
+	AttnFuseAxisUnchecked       = "compiler/fuse-attention/softmax-axis-unchecked"
+	AttnFuseAccumUnchecked      = "compiler/fuse-attention/accum-unchecked"
+	AttnFuseSecondReaderIgnored = "compiler/fuse-attention/second-reader-ignored"
+	FuseEltSecondReaderIgnored  = "compiler/fuse-elementwise/second-reader-ignored"
+	FuseEltShapeUnchecked       = "compiler/fuse-elementwise/shape-unchecked"
+	FuseEltOutputFused          = "compiler/fuse-elementwise/output-fused"
+	MovementDecodeEncode        = "compiler/movement/copy-decodes-and-encodes"
 
 	// CPU backend (engine/backend/cpu).
 	CPUReduceRightToLeft     = "cpu/reduce/right-to-left"
