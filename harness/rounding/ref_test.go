@@ -117,12 +117,18 @@ func TestEveryRouteOnTheCPU(t *testing.T) {
 	t.Logf("%d cases in %v", len(cs), time.Since(start))
 }
 
-// PyTorch agrees with the independent encoder on f32 -> f16 and bf16 (skipped without torch).
+// PyTorch (and ml_dtypes where installed) agrees with the independent encoder on f32 sources
+// (skipped without torch).
 func TestTorchAgreesWithTheEncoder(t *testing.T) {
 	if why := TorchAvailable(); why != "" {
 		t.Skip(why)
 	}
-	if err := CrossCheckTorch(); err != nil {
+	compared, err := CrossCheckTorch()
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Logf("compared: %v", compared)
+	if len(compared) < 2 {
+		t.Errorf("only %v compared: torch converts f32 to f16 and bf16 everywhere", compared)
 	}
 }

@@ -12,17 +12,55 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
-// torchScript converts little-endian f32 values from stdin to f16 and bf16 with torch and writes
-// both as little-endian u16 patterns: torch rounds f32 to nearest even with IEEE overflow to
-// Inf, as docs/numerics.md does. (From f64, torch's CPU half conversion goes through f32 first,
-// a double rounding our rules refuse, and torch 1.13 has no fp8: those are checked against the
-// Go encoder alone.)
-const torchScript = `
-import sys, numpy as np, torch
-x = torch.from_numpy(np.frombuffer(sys.stdin.buffer.read(), dtype='<f4').copy())
-for d in (torch.float16, torch.bfloat16):
-    sys.stdout.buffer.write(x.to(d).view(torch.int16).numpy().astype('<u2').tobytes())
+// oracleScript converts little-endian f32 values from stdin with each library conversion
+// that is installed, and writes for each of the pairs below one byte (1: converted, 0: not
+// available) followed by the patterns (u16 or u8, little-endian). All round f32 to nearest
+// even. From f64, torch's CPU half conversion goes through f32 first (a double rounding our
+// rules refuse), so only f32 sources are sent; torch >= 2.1 and ml_dtypes (JAX's dtypes) have
+// fp8, which overflow to NaN (e4m3fn) or Inf (e5m2) where we saturate, so fp8 is compared up
+// to the largest finite value only.
+const oracleScript = `
+import sys
+import numpy as np
+x = np.frombuffer(sys.stdin.buffer.read(), dtype='<f4').copy()
+out = sys.stdout.buffer
+def emit(fn):
+    try:
+        b = fn()
+    except Exception:
+        out.write(b'\x00')
+        return
+    out.write(b'\x01')
+    out.write(b)
+def torch_to(name, width):
+    import torch
+    d = getattr(torch, name)
+    y = torch.from_numpy(x).to(d)
+    if width == 2:
+        return y.view(torch.int16).numpy().astype('<u2').tobytes()
+    return y.view(torch.uint8).numpy().tobytes()
+def mld_to(name, width):
+    import ml_dtypes
+    y = x.astype(getattr(ml_dtypes, name)) if name != 'float16' else x.astype(np.float16)
+    return y.view('<u2' if width == 2 else 'u1').tobytes()
+emit(lambda: torch_to('float16', 2))
+emit(lambda: torch_to('bfloat16', 2))
+emit(lambda: torch_to('float8_e4m3fn', 1))
+emit(lambda: torch_to('float8_e5m2', 1))
+emit(lambda: mld_to('float16', 2))
+emit(lambda: mld_to('bfloat16', 2))
+emit(lambda: mld_to('float8_e4m3fn', 1))
+emit(lambda: mld_to('float8_e5m2', 1))
 `
+
+// oracleConversions are the conversions oracleScript tries, in its order.
+var oracleConversions = []struct {
+	lib string
+	dst numerics.DType
+}{
+	{"torch", numerics.F16}, {"torch", numerics.BF16}, {"torch", numerics.F8E4M3}, {"torch", numerics.F8E5M2},
+	{"ml_dtypes", numerics.F16}, {"ml_dtypes", numerics.BF16}, {"ml_dtypes", numerics.F8E4M3}, {"ml_dtypes", numerics.F8E5M2},
+}
 
 // Python is the interpreter with torch: $TESSERA_QA_PYTHON, else /usr/bin/python3 (where
 // Debian's python3-torch installs), else python3 on PATH.
@@ -36,7 +74,8 @@ func Python() string {
 	return "python3"
 }
 
-// TorchAvailable says why the torch cross-check cannot run here ("" when it can).
+// TorchAvailable says why the cross-check cannot run here ("" when it can): it needs numpy
+// and torch (ml_dtypes is used when present).
 func TorchAvailable() string {
 	out, err := exec.Command(Python(), "-c", "import torch, numpy").CombinedOutput()
 	if err != nil {
@@ -45,52 +84,80 @@ func TorchAvailable() string {
 	return ""
 }
 
-// CrossCheckTorch converts Inputs(f32, f16) and Inputs(f32, bf16) with torch and with this
-// package's encoder and reports where they differ. NaN inputs only need a NaN back (torch keeps
-// payloads and signs; our rule drops them, which the engine routes check).
-func CrossCheckTorch() error {
-	for _, d := range []numerics.DType{numerics.F16, numerics.BF16} {
-		f, _ := FormatOf(d)
-		xs := Inputs(numerics.F32, d)
-		var in bytes.Buffer
-		for _, x := range xs {
-			binary.Write(&in, binary.LittleEndian, math.Float32bits(float32(x))) //nolint:errcheck // a bytes.Buffer
+// CrossCheckTorch converts, for each narrow float d, Inputs(f32, d) with every library
+// conversion installed (torch; ml_dtypes, which JAX uses; fp8 where the library has it) and
+// with this package's encoder, and reports where they differ. It returns the conversions it
+// compared. NaN inputs only need a NaN back (the libraries keep payloads and signs; our rule
+// drops them, which the engine routes check); fp8 is compared where |x| does not exceed the
+// largest finite value (the libraries do not saturate).
+func CrossCheckTorch() ([]string, error) {
+	// One interpreter for everything: the inputs of every format, converted to every format.
+	var xs []float64
+	seg := map[numerics.DType][2]int{}
+	for _, d := range Narrow {
+		in := Inputs(numerics.F32, d)
+		seg[d] = [2]int{len(xs), len(xs) + len(in)}
+		xs = append(xs, in...)
+	}
+	var in bytes.Buffer
+	for _, x := range xs {
+		binary.Write(&in, binary.LittleEndian, math.Float32bits(float32(x))) //nolint:errcheck // a bytes.Buffer
+	}
+	cmd := exec.Command(Python(), "-c", oracleScript)
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("python: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var compared []string
+	for _, conv := range oracleConversions {
+		if len(out) == 0 {
+			return compared, fmt.Errorf("the oracle script stopped early")
 		}
-		cmd := exec.Command(Python(), "-c", torchScript)
-		cmd.Stdin = &in
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return fmt.Errorf("torch: %v: %s", err, strings.TrimSpace(stderr.String()))
+		ok := out[0] == 1
+		out = out[1:]
+		if !ok {
+			continue
 		}
-		if len(out) != 4*len(xs) {
-			return fmt.Errorf("torch returned %d bytes for %d values", len(out), len(xs))
+		width := conv.dst.Size()
+		if len(out) < width*len(xs) {
+			return compared, fmt.Errorf("%s %s: %d bytes for %d values", conv.lib, conv.dst, len(out), len(xs))
 		}
-		off := 0
-		if d == numerics.BF16 {
-			off = 2 * len(xs)
-		}
+		data := out[:width*len(xs)]
+		out = out[width*len(xs):]
+		f, _ := FormatOf(conv.dst)
 		bad, first := 0, ""
-		for i, x := range xs {
-			got := uint64(binary.LittleEndian.Uint16(out[off+2*i:]))
-			want := f.Encode(x)
-			if x != x {
+		for i := seg[conv.dst][0]; i < seg[conv.dst][1]; i++ {
+			x := xs[i]
+			var got uint64
+			if width == 2 {
+				got = uint64(binary.LittleEndian.Uint16(data[2*i:]))
+			} else {
+				got = uint64(data[i])
+			}
+			switch {
+			case x != x:
 				if !math.IsNaN(f.Decode(got)) {
 					bad++
 				}
 				continue
+			case f.Saturate && math.Abs(x) > f.MaxFinite():
+				continue
 			}
-			if got != want {
+			if want := f.Encode(x); got != want {
 				if bad == 0 {
-					first = fmt.Sprintf("%v (f32 %#08x): torch %#04x, ours %#04x", x, math.Float32bits(float32(x)), got, want)
+					first = fmt.Sprintf("%v (f32 %#08x): %s %#x, ours %#x", x, math.Float32bits(float32(x)), conv.lib, got, want)
 				}
 				bad++
 			}
 		}
 		if bad > 0 {
-			return fmt.Errorf("f32 -> %s: torch and the independent encoder differ on %d of %d inputs; first %s", d, bad, len(xs), first)
+			return compared, fmt.Errorf("f32 -> %s: %s and the independent encoder differ on %d of %d inputs; first %s",
+				conv.dst, conv.lib, bad, seg[conv.dst][1]-seg[conv.dst][0], first)
 		}
+		compared = append(compared, conv.lib+" f32->"+conv.dst.String())
 	}
-	return nil
+	return compared, nil
 }
