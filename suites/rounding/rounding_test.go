@@ -25,7 +25,9 @@ var cases = func() []rounding.Case {
 	return cs
 }()
 
-var _ = Describe("the independent encoder", Label("cpu"), func() {
+// The library cross-check needs Python and torch, not a GPU; it is labelled gpu too so that the
+// GPU machine's run (label gpu) repeats it with torch 2.x and JAX's ml_dtypes, which have fp8.
+var _ = Describe("the independent encoder", Label("cpu", "gpu"), func() {
 	It("agrees with PyTorch, and ml_dtypes (JAX) where installed, on f32 -> f16, bf16 and fp8 (ties, subnormals, overflow, NaN)", func() {
 		if why := rounding.TorchAvailable(); why != "" {
 			Skip(why)
