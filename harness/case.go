@@ -91,6 +91,7 @@ func (rn Runner) execute(c Case, tols []Tolerance, r *Result) {
 		return
 	}
 	r.ScheduleHash = prog.ScheduleHash
+	r.Computation = ComputationKey(c.Graph, r.InputDigests, prog.ScheduleHash)
 
 	// The backend gets copies, so that one writing into its inputs is caught below and cannot
 	// change what the golden model and the replay manifest see.

@@ -3,7 +3,10 @@ package harness
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
+	"slices"
 
+	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
@@ -37,4 +40,21 @@ func combine(digests []string) string {
 		h.Write([]byte(d))
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ComputationKey names a computation: the hex SHA-256 (first 16 bytes) of the graph's text,
+// its input digests by name and the schedule hash. Two results with equal keys ran the same
+// program on the same inputs, so on one device class their digests must be equal; results
+// under one case name but with different keys (a smoke case drawn by another seed, a golden
+// case whose inputs were regenerated) are different computations, never a reproducibility
+// regression of each other.
+func ComputationKey(g *graph.Graph, inputDigests map[string]string, scheduleHash string) string {
+	h := sha256.New()
+	h.Write([]byte(graph.Print(g)))
+	names := slices.Sorted(maps.Keys(inputDigests))
+	for _, n := range names {
+		h.Write([]byte("\x00input " + n + "=" + inputDigests[n]))
+	}
+	h.Write([]byte("\x00schedule " + scheduleHash))
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
@@ -28,5 +30,35 @@ func TestDigests(t *testing.T) {
 	}
 	if len(ab) != 64 {
 		t.Errorf("combined digest %q is not hex SHA-256", ab)
+	}
+}
+
+// The computation key changes with the graph, any input and the schedule, and only with them.
+func TestComputationKey(t *testing.T) {
+	b := graph.NewBuilder("g")
+	b.Output(b.Op("exp", nil, b.Input("x", numerics.F32, 3)))
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := graph.NewBuilder("g")
+	b2.Output(b2.Op("tanh", nil, b2.Input("x", numerics.F32, 3)))
+	g2, err := b2.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]string{"x": "aa", "y": "bb"}
+	k := ComputationKey(g, in, "s1")
+	if k != ComputationKey(g.Clone(), map[string]string{"y": "bb", "x": "aa"}, "s1") || len(k) != 32 {
+		t.Errorf("key %q is not a function of the computation alone", k)
+	}
+	for what, other := range map[string]string{
+		"graph":    ComputationKey(g2, in, "s1"),
+		"input":    ComputationKey(g, map[string]string{"x": "ab", "y": "bb"}, "s1"),
+		"schedule": ComputationKey(g, in, "s2"),
+	} {
+		if other == k {
+			t.Errorf("another %s gives the same key", what)
+		}
 	}
 }

@@ -40,8 +40,12 @@ type Result struct {
 	// Digest is CombinedDigest of the backend's outputs: equal digests, equal bits.
 	Digest       string `json:"digest,omitempty"`
 	ScheduleHash string `json:"schedule_hash,omitempty"`
-	Env          Env    `json:"env"`
-	Timing       Timing `json:"timing"`
+	// Computation names what was computed: ComputationKey of the graph, the input digests and
+	// the schedule hash. With the device class it is the reproducibility key of Digest (a case
+	// name alone is a label that another seed may give another graph).
+	Computation string `json:"computation,omitempty"`
+	Env         Env    `json:"env"`
+	Timing      Timing `json:"timing"`
 	// Replay is the path of the replay manifest written for a failing case, if any.
 	Replay string `json:"replay,omitempty"`
 }

@@ -28,8 +28,8 @@ func needToolchain(t *testing.T) (goTool, root string) {
 	return goTool, root
 }
 
-// TestEveryFaultIsCaughtByTheCISuites is the mutation check CI runs: the golden, determinism
-// and property suites and the engine's unit tests, built with -tags failpoints, must pass and
+// TestEveryFaultIsCaughtByTheCISuites is the mutation check CI runs: the golden, rewrite,
+// rounding, determinism and property suites and the engine's unit tests, built with -tags failpoints, must pass and
 // reproduce the normal build's bits with no fault on, and every catalogue fault must make at
 // least one of them fail. The property suite comes last because it is the slowest and only
 // one fault needs it (the running max initialised to 0, which takes extreme logits). To stay within a few minutes, each fault stops at its first catch
@@ -39,7 +39,7 @@ func TestEveryFaultIsCaughtByTheCISuites(t *testing.T) {
 	_, root := needToolchain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Root: root, Suites: []string{"golden", "determinism", "engine", "property"}, StopAtFirstCatch: true, FocusOps: true,
+	rep, err := Run(ctx, Options{Root: root, Suites: []string{"golden", "rewrite", "rounding", "determinism", "engine", "property"}, StopAtFirstCatch: true, FocusOps: true,
 		WorkDir: t.TempDir(), Timeout: 4 * time.Minute,
 		Progress: func(e Event) {
 			if e.Outcome != nil {

@@ -14,7 +14,12 @@ type Layer string
 const (
 	LayerCompiler Layer = "compiler" // engine/compiler: lowering to Tile IR, scheduling
 	LayerCPU      Layer = "cpu"      // engine/backend/cpu: the Tile IR interpreter
+	LayerNumerics Layer = "numerics" // engine/numerics: the conversions every layer shares
+	LayerGraph    Layer = "graph"    // engine/graph: the op registry and the verifier
 )
+
+// Layers lists every layer, in catalogue order.
+var Layers = []Layer{LayerCompiler, LayerCPU, LayerNumerics, LayerGraph}
 
 // Fault is one planted bug. Every field is required: a zero field is a catalogue error
 // (TestCatalogueIsComplete).
@@ -70,12 +75,40 @@ var catalogue = []Fault{
 		Breaks: "the running max of softmax starts at 0 instead of -Inf: exact in real arithmetic, but a row whose logits are all far below 0 underflows exp to 0 (0/0 for softmax, log 0 for log_softmax) or loses precision in subnormals"},
 	{Name: fp.FusionSkipsIntermediateRound, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerElementwise", Ops: elementwiseOps,
 		Breaks: "a fused elementwise chain keeps its f16/bf16/fp8 intermediates in f32 registers instead of rounding each to its declared dtype, so the fused kernel disagrees with the graph it claims to compute"},
+	{Name: fp.CanonCastDTypeIgnored, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go isNoop", Ops: []string{"cast"},
+		Breaks: "canonicalize takes a cast to another dtype of the same shape for a no-op (it compares shapes, not types): the cast disappears and its readers see the source dtype"},
+	{Name: fp.CanonTransposePermIgnored, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go isNoop", Ops: []string{"transpose"},
+		Breaks: "canonicalize takes any transpose that keeps its type (a square one) for a no-op, without looking at the perm: x^T silently becomes x"},
+	{Name: fp.CanonOutputRemoved, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go canonicalize", Ops: []string{"cast", "reshape", "transpose", "slice"},
+		Breaks: "canonicalize also removes a no-op that produces a graph output and points the output at the no-op's input: the output loses its name (and may alias an input)"},
+	{Name: fp.AttnFuseTransposeBUnchecked, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go fuseAttention", Ops: []string{"matmul", "batch_matmul", "softmax"},
+		Breaks: "attention fusion forgets that the scores matmul must read k transposed: q·k (square k) is fused as q·k^T"},
+	{Name: fp.AttnFuseTransposeAUnchecked, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go fuseAttention", Ops: []string{"matmul", "batch_matmul", "softmax"},
+		Breaks: "attention fusion forgets that the value matmul must not transpose the probabilities: P^T·v (square P) is fused as P·v"},
+	{Name: fp.AttnFuseAxisUnchecked, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go fuseAttention", Ops: []string{"matmul", "batch_matmul", "softmax"},
+		Breaks: "attention fusion forgets the softmax axis: a softmax over the queries (axis 0 of square scores) is fused as one over the keys"},
+	{Name: fp.AttnFuseAccumUnchecked, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go fuseAttention", Ops: []string{"softmax"},
+		Breaks: "attention fusion swallows a softmax that names its own accumulator dtype: the fused kernel uses its default and the graph's accum is lost"},
+	{Name: fp.AttnFuseSecondReaderIgnored, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go fuseAttention", Ops: []string{"matmul", "batch_matmul", "softmax"},
+		Breaks: "attention fusion ignores that the scores or probabilities have another reader: the chain is computed twice, fused and unfused, with different rounding"},
+	{Name: fp.FuseEltSecondReaderIgnored, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go fuseElementwise", Ops: elementwiseOps,
+		Breaks: "elementwise fusion swallows a value another kernel reads: it lives only in the fused kernel's registers and the other kernel reads a buffer nobody wrote"},
+	{Name: fp.FuseEltShapeUnchecked, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go fuseElementwise", Ops: elementwiseOps,
+		Breaks: "elementwise fusion fuses a producer of another shape (a [1,N] operand broadcast into [M,N]) into its reader, recomputing it per element of the larger shape"},
+	{Name: fp.FuseEltOutputFused, Layer: LayerCompiler, Hook: "engine/compiler/rewrite.go fuseElementwise", Ops: elementwiseOps,
+		Breaks: "elementwise fusion fuses a graph output into its reader: the output is never stored"},
+	{Name: fp.MovementDecodeEncode, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go copyTile", Ops: []string{"transpose", "reshape", "slice", "concat"},
+		Breaks: "data movement decodes and re-encodes instead of copying bits (the bug issue 13 fixed): fp8 e5m2 ±Inf becomes ±57344 and NaN payloads and signs are canonicalised"},
 	{Name: fp.CPUReduceRightToLeft, Layer: LayerCPU, Hook: "engine/backend/cpu/reduce.go (*worker).reduce", Ops: []string{"reduce_sum", "reduce_mean", "layernorm", "rmsnorm", "mse_loss"},
 		Breaks: "the Reduce instruction folds each row right to left instead of the left-to-right order Tile IR fixes: results move by rounding only, so tolerance checks pass"},
 	{Name: fp.CPUSoftmaxSumNotRescaled, Layer: LayerCPU, Hook: "engine/backend/cpu/reduce.go (*worker).onlineSoftmax", Ops: []string{"softmax", "log_softmax", "attention"},
 		Breaks: "online softmax updates the running sum as L + rowsum(P) instead of L*alpha + rowsum(P): when a later tile raises the running max, earlier terms are not rescaled"},
 	{Name: fp.CPUMMARaggedColumn, Layer: LayerCPU, Hook: "engine/backend/cpu/mma.go mmaF32", Ops: []string{"matmul", "batch_matmul", "attention"},
 		Breaks: "the f32 matmul micro-kernel's edge loop starts one column late: the first column past the last multiple of 8 keeps its initial 0 in every 4-row block"},
+	{Name: fp.NumericsTiesAwayFromZero, Layer: LayerNumerics, Hook: "engine/numerics/format.go (*floatFormat).encode", Ops: []string{"cast"},
+		Breaks: "conversions to f16, bf16 and fp8 round ties away from zero instead of to even, in every narrow format at once (the golden model too): every result moves by at most one ulp, which every tolerance admits"},
+	{Name: fp.GraphAttrValuesUnchecked, Layer: LayerGraph, Hook: "engine/graph/registry.go InferNodeIn", Ops: []string{"gelu"},
+		Breaks: "the verifier stops checking attribute values against the registry's lists: gelu approx=\"fast\" verifies and fails at lowering with E_INTERNAL"},
 }
 
 // Catalogue returns every planted fault, in a fixed order.

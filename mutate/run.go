@@ -9,7 +9,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	fp "github.com/tessera-qa/tessera-qa/engine/failpoint"
-	"github.com/tessera-qa/tessera-qa/harness/job"
+	"github.com/tessera-qa/tessera-qa/job"
 )
 
 // DefaultTimeout bounds one suite binary's run under one fault. A fault that makes a suite

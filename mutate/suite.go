@@ -41,6 +41,10 @@ type Suite struct {
 var suites = []Suite{
 	{Name: "golden", Kind: KindGinkgo, Packages: []string{"suites/golden"}, OpLabels: true,
 		What: "every golden case against its golden file (suites/golden)"},
+	{Name: "rewrite", Kind: KindGinkgo, Packages: []string{"suites/rewrite"},
+		What: "near-miss and matching graphs of every rewrite, structurally and numerically (suites/rewrite)"},
+	{Name: "rounding", Kind: KindGinkgo, Packages: []string{"suites/rounding"},
+		What: "every encoding path bit for bit against an independent encoder (suites/rounding)"},
 	{Name: "determinism", Kind: KindGinkgo, Packages: []string{"suites/determinism"}, OpLabels: true,
 		What: "same bits run after run, in a second process and under GOMAXPROCS 1, 2, 8 (suites/determinism)"},
 	// rapid would leave a fail file in the source tree for every fault it catches, and CI
@@ -51,8 +55,8 @@ var suites = []Suite{
 		What: "every op against the PyTorch oracle (suites/differential; skips without torch)"},
 	{Name: "smoke", Kind: KindSmoke, Packages: []string{"cmd/tessera-qa"},
 		What: "tessera-qa run --suite smoke: random registry graphs against engine/ref"},
-	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu"},
-		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu)"},
+	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
+		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},
 }
 
 // Suites returns every suite the mutation check knows.

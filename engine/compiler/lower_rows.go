@@ -73,82 +73,29 @@ func (b *kbuilder) lowerReduce(n *graph.Node, sc Schedule) error {
 
 func (b *kbuilder) lowerRowwise(n *graph.Node, sc Schedule) error {
 	x := n.Inputs[0]
-	ax := rowAxis(n)
 	outer, inner := rowExtent(n)
 	rm, cn := sc.BM, sc.BN
-	acc := accumDType(n)
-	pid := b.grid(ceilDiv(outer, rm))[0]
-	rd, rs, cd, cs := rowView(x.Type.Shape, []int{ax})
-	px, po := b.param(x, false), b.param(n.Output, true)
-	steps := ceilDiv(inner, cn)
-	at := func(p int, kt tile.Var) tile.Access { return rowTile(p, rd, rs, cd, cs, pid, rm, tile.V(kt, cn), cn) }
-	// vec addresses block kt of a per-column parameter (gamma, beta) as a [1, cn] tile.
-	vec := func(v *graph.Value, kt tile.Var) tile.Access {
-		return tile.Access{Param: b.param(v, false), Base: tile.C(0), RowDims: []int{1}, RowStrides: []int{0},
-			ColDims: []int{inner}, ColStrides: []int{1}, RowStart: tile.C(0), ColStart: tile.V(kt, cn), Rows: 1, Cols: cn, Mask: true}
+	b.grid(ceilDiv(outer, rm))
+	rd, rs, cd, cs := rowView(x.Type.Shape, []int{rowAxis(n)})
+	r := tile.Rows{Op: n.Op, X: b.param(x, false), Out: b.param(n.Output, true), Gamma: -1, Beta: -1, Acc: accumDType(n),
+		RowDims: rd, RowStrides: rs, Len: cd[0], ColStride: cs[0], Count: float64(inner), Eps: n.FloatAttr("eps"),
+		RM: rm, CN: cn, Steps: ceilDiv(inner, cn),
+		Faults: tile.RowsFaults{
+			MaxInitZero:       failpoint.Enabled(failpoint.SoftmaxMaxInitZero) && (n.Op == "softmax" || n.Op == "log_softmax"),
+			PaddingInVariance: failpoint.Enabled(failpoint.LayernormPaddingInVariance),
+		}}
+	if n.Op == "layernorm" {
+		r.Eps = failpoint.Pick(failpoint.LayernormEpsDropped, r.Eps, 0)
 	}
-	switch n.Op {
-	case "softmax", "log_softmax":
-		m, l := b.full(rm, 1, failpoint.Pick(failpoint.SoftmaxMaxInitZero, math.Inf(-1), 0)), b.full(rm, 1, 0)
-		b.loop(steps, func(kt tile.Var) {
-			t := b.load(at(px, kt), math.Inf(-1))
-			p, alpha := b.reg(), b.reg()
-			b.emit(tile.OnlineSoftmax{M: m, L: l, X: t, P: p, Alpha: alpha, DType: acc})
-		})
-		var ll tile.Reg
-		if n.Op == "log_softmax" {
-			ll = b.unary(tile.Log, l, acc)
-		}
-		b.loop(steps, func(kt tile.Var) {
-			d := b.binary(tile.Sub, b.load(at(px, kt), math.Inf(-1)), m, acc)
-			var y tile.Reg
-			if n.Op == "softmax" {
-				y = b.binary(tile.Div, b.unary(tile.Exp, d, acc), l, acc)
-			} else {
-				y = b.binary(tile.Sub, d, ll, acc)
-			}
-			b.emit(tile.Store{Src: y, At: at(po, kt)})
-		})
-	case "layernorm":
-		s := b.full(rm, 1, 0)
-		b.loop(steps, func(kt tile.Var) {
-			p := b.reduce(tile.Sum, b.load(at(px, kt), 0), acc)
-			b.emit(tile.Binary{Dst: s, A: s, B: p, Op: tile.Add, DType: acc})
-		})
-		cnt := b.full(1, 1, float64(inner))
-		mean := b.binary(tile.Div, s, cnt, acc)
-		v := b.full(rm, 1, 0)
-		// Two passes (mean, then squared deviations) as the golden model does: one-pass
-		// E[x^2]-E[x]^2 cancels catastrophically for rows with a large mean.
-		b.loop(steps, func(kt tile.Var) {
-			d := b.binary(tile.Sub, b.load(at(px, kt), 0), mean, acc)
-			md := b.reg()
-			b.emit(tile.MaskCols{Dst: md, Src: d, ColStart: tile.V(kt, cn), ColLimit: failpoint.Pick(failpoint.LayernormPaddingInVariance, inner, math.MaxInt), Value: 0})
-			p := b.reduce(tile.Sum, b.binary(tile.Mul, md, md, acc), acc)
-			b.emit(tile.Binary{Dst: v, A: v, B: p, Op: tile.Add, DType: acc})
-		})
-		va := b.binary(tile.Div, v, cnt, acc)
-		r := b.unary(tile.Rsqrt, b.binary(tile.Add, va, b.full(1, 1, failpoint.Pick(failpoint.LayernormEpsDropped, n.FloatAttr("eps"), 0)), acc), acc)
-		b.loop(steps, func(kt tile.Var) {
-			d := b.binary(tile.Sub, b.load(at(px, kt), 0), mean, acc)
-			y := b.binary(tile.Mul, b.binary(tile.Mul, d, r, acc), b.load(vec(n.Inputs[1], kt), 0), acc)
-			y = b.binary(tile.Add, y, b.load(vec(n.Inputs[2], kt), 0), acc)
-			b.emit(tile.Store{Src: y, At: at(po, kt)})
-		})
-	case "rmsnorm":
-		s := b.full(rm, 1, 0)
-		b.loop(steps, func(kt tile.Var) {
-			t := b.load(at(px, kt), 0)
-			p := b.reduce(tile.Sum, b.binary(tile.Mul, t, t, acc), acc)
-			b.emit(tile.Binary{Dst: s, A: s, B: p, Op: tile.Add, DType: acc})
-		})
-		ms := b.binary(tile.Div, s, b.full(1, 1, float64(inner)), acc)
-		r := b.unary(tile.Rsqrt, b.binary(tile.Add, ms, b.full(1, 1, n.FloatAttr("eps")), acc), acc)
-		b.loop(steps, func(kt tile.Var) {
-			y := b.binary(tile.Mul, b.binary(tile.Mul, b.load(at(px, kt), 0), r, acc), b.load(vec(n.Inputs[1], kt), 0), acc)
-			b.emit(tile.Store{Src: y, At: at(po, kt)})
-		})
+	if len(n.Inputs) > 1 {
+		r.Gamma = b.param(n.Inputs[1], false)
 	}
+	if len(n.Inputs) > 2 {
+		r.Beta = b.param(n.Inputs[2], false)
+	}
+	// tile.Rows is the one builder of row kernels: the PTX generator rebuilds the kernel it
+	// reads with it to recognise the kernels its fast row lowering may replace.
+	r.Emit(b.k)
 	return nil
 }
 
@@ -173,7 +120,7 @@ func (b *kbuilder) lowerLoss(n *graph.Node, sc Schedule) error {
 	return nil
 }
 
-// ---- transpose, reshape, slice, concat: copies through a strided view ----
+// ---- transpose, reshape, slice, concat: bit copies through a strided view ----
 
 func (b *kbuilder) lowerMovement(n *graph.Node, sc Schedule) error {
 	out := n.Output
@@ -191,8 +138,7 @@ func (b *kbuilder) lowerMovement(n *graph.Node, sc Schedule) error {
 		off := 0
 		for _, in := range n.Inputs {
 			ish := in.Type.Shape
-			t := b.load(flatTile(b.param(in, false), tile.C(0), ish, contiguous(ish), pid, block), 0)
-			b.emit(tile.Store{Src: t, At: flatTile(po, tile.C(off*ost[ax]), ish, ost, pid, block)})
+			b.copyTile(flatTile(b.param(in, false), tile.C(0), ish, contiguous(ish), pid, block), flatTile(po, tile.C(off*ost[ax]), ish, ost, pid, block))
 			off += failpoint.Pick(failpoint.ConcatOffsetOffByOne, ish[ax], ish[ax]-1)
 		}
 		return nil
@@ -215,7 +161,16 @@ func (b *kbuilder) lowerMovement(n *graph.Node, sc Schedule) error {
 		strides = contiguous(oshape)
 	}
 	pid := b.grid(ceilDiv(out.Type.NumElems(), block))[0]
-	t := b.load(flatTile(b.param(x, false), tile.C(base), oshape, strides, pid, block), 0)
-	b.emit(tile.Store{Src: t, At: flatTile(b.param(out, true), tile.C(0), oshape, contiguous(oshape), pid, block)})
+	b.copyTile(flatTile(b.param(x, false), tile.C(base), oshape, strides, pid, block), flatTile(b.param(out, true), tile.C(0), oshape, contiguous(oshape), pid, block))
 	return nil
+}
+
+// copyTile moves a tile's bit patterns (tile.Copy): data movement must keep every pattern,
+// NaN payloads and fp8 e5m2 ±Inf included, which a decode and re-encode would not.
+func (b *kbuilder) copyTile(from, to tile.Access) {
+	if failpoint.Enabled(failpoint.MovementDecodeEncode) {
+		b.emit(tile.Store{Src: b.load(from, 0), At: to})
+		return
+	}
+	b.emit(tile.Copy{From: from, To: to})
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
@@ -75,10 +76,18 @@ func replaceUses(g *graph.Graph, old, new *graph.Value) {
 // that produces a graph output stays (it becomes a copy kernel).
 func canonicalize(s *state) error {
 	for _, n := range s.g.Nodes {
-		if isOutput(s.g, n.Output) || graph.IsCollective(n.Op) || !isNoop(n) {
+		out := isOutput(s.g, n.Output)
+		if (out && !failpoint.Enabled(failpoint.CanonOutputRemoved)) || graph.IsCollective(n.Op) || !isNoop(n) {
 			continue
 		}
 		replaceUses(s.g, n.Output, n.Inputs[0])
+		if out { // a matcher that forgets outputs keep their names and nodes: it redirects them too
+			for i, v := range s.g.Outputs {
+				if v == n.Output {
+					s.g.Outputs[i] = n.Inputs[0]
+				}
+			}
+		}
 	}
 	return deadCode(s)
 }
@@ -86,15 +95,20 @@ func canonicalize(s *state) error {
 func isNoop(n *graph.Node) bool {
 	in := n.Inputs[0].Type
 	switch n.Op {
-	case "cast", "reshape":
+	case "cast":
+		if failpoint.Enabled(failpoint.CanonCastDTypeIgnored) {
+			return slices.Equal(in.Shape, n.Output.Type.Shape)
+		}
+		return in.Equal(n.Output.Type)
+	case "reshape":
 		return in.Equal(n.Output.Type)
 	case "transpose":
 		for i, p := range n.IntsAttr("perm") {
-			if p != i {
+			if p != i && !failpoint.Enabled(failpoint.CanonTransposePermIgnored) {
 				return false
 			}
 		}
-		return true
+		return in.Equal(n.Output.Type)
 	case "slice":
 		return in.Equal(n.Output.Type)
 	}
@@ -131,20 +145,24 @@ func deadCode(s *state) error {
 func fuseAttention(s *state) error {
 	prod := s.g.Producers()
 	users := s.g.Users()
-	only := func(v *graph.Value, n *graph.Node) bool { return onlyReader(users[v], n) && !isOutput(s.g, v) }
+	only := func(v *graph.Value, n *graph.Node) bool {
+		return (onlyReader(users[v], n) || failpoint.Enabled(failpoint.AttnFuseSecondReaderIgnored)) && !isOutput(s.g, v)
+	}
 	for _, pv := range s.g.Nodes {
-		if pv.Def().Kind != graph.KindMatmul || pv.BoolAttr("transpose_a") || pv.BoolAttr("transpose_b") || !plainMatmul(pv) {
+		if pv.Def().Kind != graph.KindMatmul || (pv.BoolAttr("transpose_a") && !failpoint.Enabled(failpoint.AttnFuseTransposeAUnchecked)) ||
+			pv.BoolAttr("transpose_b") || !plainMatmul(pv) {
 			continue
 		}
 		sm := prod[pv.Inputs[0]]
-		if sm == nil || sm.Op != "softmax" || !only(sm.Output, pv) || sm.HasAttrSet("accum") {
+		if sm == nil || sm.Op != "softmax" || !only(sm.Output, pv) || (sm.HasAttrSet("accum") && !failpoint.Enabled(failpoint.AttnFuseAccumUnchecked)) {
 			continue
 		}
-		if ax := int(sm.IntAttr("axis")); ax != -1 && ax != sm.Output.Type.Rank()-1 {
+		if ax := int(sm.IntAttr("axis")); ax != -1 && ax != sm.Output.Type.Rank()-1 && !failpoint.Enabled(failpoint.AttnFuseAxisUnchecked) {
 			continue
 		}
 		qk := prod[sm.Inputs[0]]
-		if qk == nil || qk.Op != pv.Op || !qk.BoolAttr("transpose_b") || qk.BoolAttr("transpose_a") || !plainMatmul(qk) || !only(qk.Output, sm) {
+		if qk == nil || qk.Op != pv.Op || (!qk.BoolAttr("transpose_b") && !failpoint.Enabled(failpoint.AttnFuseTransposeBUnchecked)) ||
+			qk.BoolAttr("transpose_a") || !plainMatmul(qk) || !only(qk.Output, sm) {
 			continue
 		}
 		if !qk.Inputs[0].Type.DType.IsFloat() {
@@ -173,8 +191,11 @@ func fuseElementwise(s *state) error {
 		if isElementwise(n) {
 			for _, in := range n.Inputs {
 				p := prod[in]
-				if p == nil || !isElementwise(p) || !onlyReader(users[in], n) || isOutput(s.g, in) ||
-					!slices.Equal(in.Type.Shape, n.Output.Type.Shape) || groupOf[p].root() != p {
+				if p == nil || !isElementwise(p) ||
+					(!onlyReader(users[in], n) && !failpoint.Enabled(failpoint.FuseEltSecondReaderIgnored)) ||
+					(isOutput(s.g, in) && !failpoint.Enabled(failpoint.FuseEltOutputFused)) ||
+					(!slices.Equal(in.Type.Shape, n.Output.Type.Shape) && !failpoint.Enabled(failpoint.FuseEltShapeUnchecked)) ||
+					groupOf[p].root() != p {
 					continue
 				}
 				joined = groupOf[p]

@@ -23,10 +23,31 @@ const (
 	SoftmaxMaxInitZero           = "compiler/softmax/running-max-init-zero"
 	FusionSkipsIntermediateRound = "compiler/fusion/intermediate-not-rounded"
 
+	// Graph rewrites (engine/compiler/rewrite.go): each drops one condition of a pattern
+	// matcher, so a near-miss graph is rewritten when it must not be.
+	CanonCastDTypeIgnored       = "compiler/canonicalize/cast-dtype-ignored"
+	CanonTransposePermIgnored   = "compiler/canonicalize/transpose-perm-ignored"
+	CanonOutputRemoved          = "compiler/canonicalize/output-noop-removed"
+	AttnFuseTransposeBUnchecked = "compiler/fuse-attention/transpose-b-unchecked"
+	AttnFuseTransposeAUnchecked = "compiler/fuse-attention/transpose-a-unchecked"
+	AttnFuseAxisUnchecked       = "compiler/fuse-attention/softmax-axis-unchecked"
+	AttnFuseAccumUnchecked      = "compiler/fuse-attention/accum-unchecked"
+	AttnFuseSecondReaderIgnored = "compiler/fuse-attention/second-reader-ignored"
+	FuseEltSecondReaderIgnored  = "compiler/fuse-elementwise/second-reader-ignored"
+	FuseEltShapeUnchecked       = "compiler/fuse-elementwise/shape-unchecked"
+	FuseEltOutputFused          = "compiler/fuse-elementwise/output-fused"
+	MovementDecodeEncode        = "compiler/movement/copy-decodes-and-encodes"
+
 	// CPU backend (engine/backend/cpu).
 	CPUReduceRightToLeft     = "cpu/reduce/right-to-left"
 	CPUSoftmaxSumNotRescaled = "cpu/online-softmax/sum-not-rescaled"
 	CPUMMARaggedColumn       = "cpu/mma/ragged-column-skipped"
+
+	// Conversions (engine/numerics): every backend and the golden model share them.
+	NumericsTiesAwayFromZero = "numerics/round/ties-away-from-zero"
+
+	// Graph IR verifier (engine/graph).
+	GraphAttrValuesUnchecked = "graph/verify/attr-values-unchecked"
 )
 
 // Names lists every fault name, in the order above.
@@ -36,7 +57,12 @@ func Names() []string {
 		AttentionScaleSkipped, LayernormPaddingInVariance, LayernormEpsDropped, ReduceMeanPaddedCount,
 		BroadcastSize1Stride, GeluApproxSwapped, CastIntSaturates, ConcatOffsetOffByOne,
 		ScheduleReduceTileFromCores, SoftmaxMaxInitZero, FusionSkipsIntermediateRound,
+		CanonCastDTypeIgnored, CanonTransposePermIgnored, CanonOutputRemoved,
+		AttnFuseTransposeBUnchecked, AttnFuseTransposeAUnchecked, AttnFuseAxisUnchecked, AttnFuseAccumUnchecked,
+		AttnFuseSecondReaderIgnored, FuseEltSecondReaderIgnored, FuseEltShapeUnchecked, FuseEltOutputFused,
+		MovementDecodeEncode,
 		CPUReduceRightToLeft, CPUSoftmaxSumNotRescaled, CPUMMARaggedColumn,
+		NumericsTiesAwayFromZero, GraphAttrValuesUnchecked,
 	}
 }
 

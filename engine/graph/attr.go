@@ -111,7 +111,17 @@ func (n *Node) attr(name string) (Attr, bool) {
 func (n *Node) IntAttr(name string) int64     { a, _ := n.attr(name); return a.Int }
 func (n *Node) FloatAttr(name string) float64 { a, _ := n.attr(name); return a.Float }
 func (n *Node) BoolAttr(name string) bool     { a, _ := n.attr(name); return a.Bool }
-func (n *Node) StringAttr(name string) string { a, _ := n.attr(name); return a.Str }
+func (n *Node) StringAttr(name string) string {
+	a, _ := n.attr(name)
+	if d := n.Def(); d != nil {
+		if s := d.attrSpec(name); s != nil {
+			if v, ok := s.Aliases[a.Str]; ok {
+				return v // an accepted spelling reads as the value it means
+			}
+		}
+	}
+	return a.Str
+}
 func (n *Node) DTypeAttr(name string) numerics.DType {
 	a, _ := n.attr(name)
 	return a.DType

@@ -45,8 +45,9 @@ func init() {
 		register(&OpDef{Name: u.name, Kind: KindUnary, MinArgs: 1, MaxArgs: 1, DTypes: u.dtypes, Infer: same, Doc: u.doc})
 	}
 	register(&OpDef{Name: "gelu", Kind: KindUnary, MinArgs: 1, MaxArgs: 1, DTypes: floats, Infer: same,
-		Attrs: []AttrSpec{{Name: "approx", Kind: AttrString, Default: dflt(String("erf")), Doc: `"erf" (exact) or "tanh"`}},
-		Doc:   "x*Phi(x); approx=tanh: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))"})
+		Attrs: []AttrSpec{{Name: "approx", Kind: AttrString, Default: dflt(String("erf")), Doc: `"erf" (exact) or "tanh"`,
+			Values: []string{"erf", "tanh"}, Aliases: map[string]string{"none": "erf"}}}, // torch: approximate="none"
+		Doc: "x*Phi(x); approx=tanh: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))"})
 
 	for _, b := range []struct {
 		name   string

@@ -24,7 +24,7 @@ var RedOps = []string{"sum", "max", "min", "avg"}
 var axisAttr = AttrSpec{Name: "axis", Kind: AttrString, Doc: "mesh axis the group runs along"}
 
 func init() {
-	opAttr := AttrSpec{Name: "op", Kind: AttrString, Default: dflt(String("sum")), Doc: `"sum", "max", "min" or "avg"`}
+	opAttr := AttrSpec{Name: "op", Kind: AttrString, Default: dflt(String("sum")), Doc: `"sum", "max", "min" or "avg"`, Values: RedOps}
 	dimAttr := func(name, doc string) AttrSpec {
 		return AttrSpec{Name: name, Kind: AttrInt, Default: dflt(Int(0)), Doc: doc}
 	}

@@ -62,7 +62,7 @@ func TestCollectiveErrorsAreCodedAndNameTheNode(t *testing.T) {
 	}{
 		{"graph g {\n  input %x: f32[4]\n  %a = all_reduce(%x) {axis=\"tp\"}\n  output %a\n}\n", errs.Input, "needs the graph's mesh"},
 		{head + "  %a = all_reduce(%x) {axis=\"pp\"}\n  output %a\n}\n", errs.Shape, `no axis "pp"`},
-		{head + "  %a = all_reduce(%x) {axis=\"tp\", op=\"prod\"}\n  output %a\n}\n", errs.Shape, `op "prod"`},
+		{head + "  %a = all_reduce(%x) {axis=\"tp\", op=\"prod\"}\n  output %a\n}\n", errs.Input, `op="prod" is not allowed; allowed: "sum", "max", "min", "avg"`},
 		{head + "  %a = all_reduce(%i) {axis=\"tp\", op=\"avg\"}\n  output %a\n}\n", errs.Shape, "avg needs float"},
 		{head + "  %a = reduce_scatter(%x) {axis=\"tp\"}\n  output %a\n}\n", errs.Shape, "dim 0 (size 6) is not divisible by mesh axis tp (size 4)"},
 		{head + "  %a = chunk(%x) {axis=\"tp\", dim=2}\n  output %a\n}\n", errs.Shape, "dim 2"},

@@ -31,7 +31,7 @@ func init() {
 	// fp8 attention differentiates through bf16 (attentionVJP): a gradient computed in fp8
 	// would round dS and dP at 2-3 bits.
 	register(&OpDef{Name: "attention_grad", Kind: KindAttentionGrad, MinArgs: 6, MaxArgs: 6, DTypes: gradFloats, SharedDTypeArgs: 5,
-		Attrs: append(slices.Clone(attnAttrs), AttrSpec{Name: "wrt", Kind: AttrString, Doc: `"q", "k" or "v": the input whose gradient this node computes`}),
+		Attrs: append(slices.Clone(attnAttrs), AttrSpec{Name: "wrt", Kind: AttrString, Values: []string{"q", "k", "v"}, Doc: `"q", "k" or "v": the input whose gradient this node computes`}),
 		Infer: attentionGradInfer,
 		Doc:   "gradient of attention(q,k,v) for output gradient do: inputs q, k, v, o (the forward output), do, lse (attention_lse); one fused kernel per wrt"})
 }

@@ -2,11 +2,14 @@ package graph
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -39,6 +42,51 @@ type AttrSpec struct {
 	Default  *Attr
 	Optional bool // may be absent with no default (e.g. a tile hint)
 	Doc      string
+	// Values lists the values a string attribute may take (nil: any string). The verifier
+	// refuses others with E_INPUT naming the node and these values. Aliases maps other
+	// accepted spellings (PyTorch's, where the meaning is the same) to one of Values;
+	// Node.StringAttr reads an alias as its value, the printer keeps what was written.
+	Values  []string
+	Aliases map[string]string
+}
+
+// allows reports whether a (of the spec's kind) is an allowed value. A dtype attribute
+// must name a valid dtype.
+func (s *AttrSpec) allows(a Attr) bool {
+	switch {
+	case a.Kind == AttrDType:
+		return a.DType.Valid()
+	case s.Values == nil || a.Kind != AttrString:
+		return true
+	}
+	_, alias := s.Aliases[a.Str]
+	return alias || slices.Contains(s.Values, a.Str)
+}
+
+// Allowed renders the allowed values for messages and listings: "erf", "tanh" (also "none" = "erf").
+func (s *AttrSpec) Allowed() string {
+	if s.Kind == AttrDType {
+		return fmt.Sprint(numerics.All)
+	}
+	var b strings.Builder
+	for i, v := range s.Values {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", v)
+	}
+	for i, k := range slices.Sorted(maps.Keys(s.Aliases)) {
+		if i == 0 {
+			b.WriteString(" (also ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q = %q", k, s.Aliases[k])
+		if i == len(s.Aliases)-1 {
+			b.WriteString(")")
+		}
+	}
+	return b.String()
 }
 
 // OpDef is the registry entry of one op: the only place that says what the op accepts.
@@ -139,6 +187,9 @@ func InferNodeIn(n *Node, m *mesh.Mesh) (Type, error) {
 		}
 		if a.Kind != spec.Kind {
 			return Type{}, errs.New(errs.Input, "%s: attribute %s of %s must be %s, got %s", nodeRef(n), name, n.Op, spec.Kind, a.Kind)
+		}
+		if !spec.allows(a) && !failpoint.Enabled(failpoint.GraphAttrValuesUnchecked) {
+			return Type{}, errs.New(errs.Input, "%s: %s %s=%s is not allowed; allowed: %s", nodeRef(n), n.Op, name, FormatAttr(a), spec.Allowed())
 		}
 	}
 	for _, s := range d.Attrs {

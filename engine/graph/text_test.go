@@ -36,7 +36,7 @@ var opCases = map[string][]opCase{
 	"silu":    {{in: []Type{ty(f32, 2, 2)}}},
 	"gelu": {
 		{in: []Type{ty(f32, 8)}, attrs: Attrs{"approx": String("tanh")}},
-		{in: []Type{ty(f32, 8)}, attrs: Attrs{"approx": String("odd \"quote\" \\ tab\t nl\n nul\x00 bad\xff é ☃")}},
+		{in: []Type{ty(f32, 8)}, attrs: Attrs{"approx": String("none")}}, // PyTorch's spelling, kept as written
 	},
 	"add":     {{in: []Type{ty(f32, 4, 1), ty(f32, 3)}}},
 	"sub":     {{in: []Type{ty(i32, 2, 3), ty(i32, 2, 3)}}},

@@ -1,6 +1,10 @@
 package numerics
 
-import "math"
+import (
+	"math"
+
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
+)
 
 // floatFormat describes a binary float layout: sign, expBits exponent bits, manBits stored
 // mantissa bits. All encodings below are magnitudes (sign bit clear).
@@ -115,7 +119,7 @@ func (f *floatFormat) encode(x float64, r Rounding) uint64 {
 	if r != RoundTowardZero {
 		// Adding half-minus-one plus the kept LSB rounds up exactly when the remainder is above
 		// half, or equal to it with an odd LSB: ties to even without a data-dependent branch.
-		q = (sig + (1<<(shift-1) - 1) + q&1) >> shift
+		q = (sig + (1<<(shift-1) - 1) + failpoint.Pick(failpoint.NumericsTiesAwayFromZero, q&1, 1)) >> shift
 	}
 	enc := base + q
 	if enc > f.maxEnc {

@@ -37,6 +37,8 @@ type Options struct {
 // at the first failure and then only shrinks it), Discarded draws the generator filtered out.
 type Tally struct {
 	Passed, Failed, Discarded int
+	// FailFile is where rapid's fail file of a failure was moved (under Env.Artifacts).
+	FailFile string
 }
 
 // Checks is the number of cases a property run draws.
@@ -70,8 +72,9 @@ func initFlags() {
 
 // Check runs property p against e under tb with rapid.Check: it draws cases until o.Checks
 // passed or one failed, then shrinks the failure to a minimal case and fails tb with it
-// (rapid writes its fail file under testdata/rapid/ of the working directory, and the
-// property writes a replay manifest into e.Artifacts). tb is GinkgoT() in the suite, a
+// (rapid's fail file and the property's replay manifest end up in e.Artifacts; without
+// Artifacts the fail file stays where rapid writes it, testdata/rapid/ of the working
+// directory). tb is GinkgoT() in the suite, a
 // *testing.T in tests, or a Recorder in the CLI.
 func Check(tb rapid.TB, p Property, e Env, o Options) {
 	tb.Helper()
@@ -112,6 +115,19 @@ func Check(tb rapid.TB, p Property, e Env, o Options) {
 		tally = &Tally{}
 	}
 	failing := false
+	// rapid writes the fail file of a failure into testdata/rapid/ of the working directory,
+	// which under `go test` is the package's source folder: move it into the run's artifacts
+	// (issue 13: a failing property run must not leave files in the checkout). Deferred, so
+	// that it also happens when the failure ends the spec by panicking (Ginkgo) or by
+	// runtime.Goexit (testing.T.FailNow).
+	defer func() {
+		if e.Artifacts != "" {
+			if p := adoptFailFile(tb.Name(), e.Artifacts); p != "" {
+				tally.FailFile = p
+				tb.Logf("rapid's fail file moved out of the checkout to %s (replay with -rapid.failfile=%s)", p, p)
+			}
+		}
+	}()
 	rapid.Check(&deferTB{TB: tb}, func(t *rapid.T) {
 		defer func() {
 			if r := recover(); r != nil {

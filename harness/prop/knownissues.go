@@ -1,21 +1,9 @@
 package prop
 
-// Engine issues the properties found. Each is worked around in the generator, so that CI
-// stays green while it is open; the workaround names the issue, and docs/property.md lists
-// them with a reproduction. Fixing one means deleting its workaround and its entry here.
-const (
-	// IssueFP8InfCopy: the throughput benchmark found that movement ops (transpose,
-	// reshape, concat) on fp8e5m2 turn an input ±Inf (0x7C/0xFC) into ±57344: the copy
-	// decodes and re-encodes, and encoding saturates, where data movement must keep bit
-	// patterns. Workaround: ClassSpecial puts no ±Inf pattern into fp8 inputs.
-	IssueFP8InfCopy = "fp8-inf-copy"
-)
-
-// workaround reports whether the generator still works around issue.
-func workaround(issue string) bool {
-	switch issue {
-	case IssueFP8InfCopy:
-		return true
-	}
-	return false
-}
+// Engine issues the properties found are worked around in the generator while they are open,
+// so that CI stays green: the workaround names the issue here, and docs/property.md lists them
+// with a reproduction. Fixing one means deleting its workaround and its entry.
+//
+// None is open. The last, fp8-inf-copy (movement ops turned fp8 e5m2 ±Inf into ±57344), was
+// fixed by the bit copy in Tile IR (tile.Copy), and ClassSpecial puts ±Inf into e5m2 inputs
+// again.

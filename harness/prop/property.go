@@ -43,6 +43,7 @@ func All() []Property {
 		agreeRef, agreeNaNInf, determinism,
 		softmaxShift, transposeProduct, attentionPermutation, normScale, reduceConcat, castRoundTrip,
 		gradAgree, gradLinear, gradChain,
+		verifyAttrs, rewriteCandidates,
 	}
 }
 

@@ -186,3 +186,38 @@ func TestAFixedSeedReproducesARun(t *testing.T) {
 		t.Fatal("seeds 77 and 78 drew the same cases")
 	}
 }
+
+// panicTB ends a failing check by panicking, as GinkgoT() does inside a spec.
+type panicTB struct{ *Recorder }
+
+func (p panicTB) FailNow()                          { p.Recorder.Fail(); panic("spec failed") }
+func (p panicTB) Fatal(args ...any)                 { p.Recorder.Error(args...); p.FailNow() }
+func (p panicTB) Fatalf(format string, args ...any) { p.Recorder.Errorf(format, args...); p.FailNow() }
+
+// Issue 13: a failing property run under `go test` (the suite's working directory is the
+// package's source folder) must leave nothing in the checkout: rapid's fail file moves into
+// the run's artifacts, also when the failure ends the spec with a panic.
+func TestAFailingCheckLeavesNothingInTheCheckout(t *testing.T) {
+	checkout := t.TempDir()
+	t.Chdir(checkout)
+	dir := t.TempDir()
+	p, _ := Select([]string{"agree/ref"})
+	var tally Tally
+	func() {
+		defer func() { _ = recover() }()
+		Check(panicTB{NewRecorder("properties on cpu agree/ref (tolerance)")}, p[0],
+			Env{Backend: lastFlip{cpu(t)}, Config: SmallConfig(), Artifacts: dir}, Options{Checks: 20, Seed: 5, Tally: &tally})
+	}()
+	if tally.Failed != 1 {
+		t.Fatalf("tally %+v: the planted bug was not caught", tally)
+	}
+	left, _ := os.ReadDir(checkout)
+	for _, e := range left {
+		t.Errorf("left in the checkout: %s", e.Name())
+	}
+	if !strings.HasPrefix(tally.FailFile, filepath.Join(dir, "rapid")+string(filepath.Separator)) {
+		t.Errorf("fail file %q, want it under %s/rapid", tally.FailFile, dir)
+	} else if _, err := os.Stat(tally.FailFile); err != nil {
+		t.Error(err)
+	}
+}

@@ -165,7 +165,10 @@ func runOne(o RunOptions, p Property, b backend.Backend) Outcome {
 			oc.Replay = manifest
 		}
 	}
-	oc.FailFile = adoptFailFile(rec.Name(), o.Artifacts)
+	oc.FailFile = tally.FailFile // Check moved it into o.Artifacts
+	if oc.FailFile == "" {
+		oc.FailFile = adoptFailFile(rec.Name(), o.Artifacts)
+	}
 	return oc
 }
 
@@ -187,6 +190,10 @@ func firstReason(errors []string) string {
 	}
 	return s
 }
+
+// AdoptFailFile is adoptFailFile for a spec that calls rapid.Check itself: deferred after a
+// check named name, it moves a fail file rapid wrote into dir/rapid/ and returns its path.
+func AdoptFailFile(name, dir string) string { return adoptFailFile(name, dir) }
 
 // adoptFailFile moves the fail file rapid wrote for check name (testdata/rapid/NAME/NAME-*.fail
 // under the working directory, names made file-safe as rapid does) into dir/rapid/, removes

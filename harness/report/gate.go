@@ -161,7 +161,7 @@ func (db *DB) gateRepro(ctx context.Context, states []*reproKeyState, ids []int6
 	seen := map[string]bool{}
 	keys := map[ReproKey]bool{}
 	for _, r := range rows {
-		k := ReproKey{Suite: r.Suite, Case: r.Case, DeviceClass: r.DeviceClass, Determinism: r.Determinism}
+		k := ReproKey{Suite: r.Suite, Case: r.Case, DeviceClass: r.DeviceClass, Determinism: r.Determinism, Computation: r.Computation}
 		st := byKey[k]
 		if st == nil || r.Digest == "" || st.status == ReproUntracked {
 			continue

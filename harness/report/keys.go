@@ -28,20 +28,25 @@ func seriesKeyOf(k store.SeriesKey) SeriesKey {
 	return SeriesKey{Benchmark: k.Benchmark, Device: k.Device, DType: k.DType, Shape: k.Shape}
 }
 
-// String is "suite|case|device class|determinism", the target of a repro acknowledgement.
+// String is "suite|case|device class|determinism[|computation]", the target of a repro
+// acknowledgement.
 func (k ReproKey) String() string {
-	return k.Suite + "|" + k.Case + "|" + k.DeviceClass + "|" + k.Determinism
+	s := k.Suite + "|" + k.Case + "|" + k.DeviceClass + "|" + k.Determinism
+	if k.Computation != "" {
+		s += "|" + k.Computation
+	}
+	return s
 }
 
 // Name is "suite/case", the matrix row.
 func (k ReproKey) Name() string { return k.Suite + "/" + k.Case }
 
 func reproKeyOf(k store.ReproKey) ReproKey {
-	return ReproKey{Suite: k.Suite, Case: k.Case, DeviceClass: k.DeviceClass, Determinism: k.Determinism}
+	return ReproKey{Suite: k.Suite, Case: k.Case, DeviceClass: k.DeviceClass, Determinism: k.Determinism, Computation: k.Computation}
 }
 
 func (k ReproKey) store() store.ReproKey {
-	return store.ReproKey{Suite: k.Suite, Case: k.Case, DeviceClass: k.DeviceClass, Determinism: k.Determinism}
+	return store.ReproKey{Suite: k.Suite, Case: k.Case, DeviceClass: k.DeviceClass, Determinism: k.Determinism, Computation: k.Computation}
 }
 
 func runRef(r store.RunRow) RunRef {

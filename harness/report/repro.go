@@ -106,7 +106,24 @@ func (db *DB) reproStates(ctx context.Context, ix *runIndex) ([]*reproKeyState, 
 	}
 	var out []*reproKeyState
 	for _, k := range keys {
-		st, err := db.reproState(ctx, ix, k, byKey[k], acked[k.String()])
+		acks := acked[k.String()]
+		if k.Computation != "" {
+			// An acknowledgement naming the case (`report ack repro --case`) covers every
+			// computation of it; one naming the computation too covers only that one.
+			base := k
+			base.Computation = ""
+			if more := acked[base.String()]; len(more) > 0 {
+				merged := map[string]*Ack{}
+				for d, a := range more {
+					merged[d] = a
+				}
+				for d, a := range acks {
+					merged[d] = a
+				}
+				acks = merged
+			}
+		}
+		st, err := db.reproState(ctx, ix, k, byKey[k], acks)
 		if err != nil {
 			return nil, err
 		}

@@ -190,6 +190,10 @@ type ReproKey struct {
 	Case        string `json:"case"`
 	DeviceClass string `json:"device_class"`
 	Determinism string `json:"determinism"`
+	// Computation is harness.Result.Computation: results of one case name that computed
+	// different things (another seed's smoke graph) are different keys. "" for results
+	// that name none (older results, suites outside harness.Runner).
+	Computation string `json:"computation,omitempty"`
 }
 
 // Repro cell statuses.

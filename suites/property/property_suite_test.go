@@ -1,7 +1,8 @@
 // Package property_test is the property-based suite (docs/property.md): every property of
 // harness/prop on every backend, each a rapid.Check under GinkgoT(), so a failure reports the
-// case rapid shrank it to, writes its replay manifest and leaves rapid's fail file under
-// testdata/rapid/ (rapid replays it first on the next run).
+// case rapid shrank it to and leaves its replay manifest and rapid's fail file under the run's
+// artifacts folder ($TESSERA_QA_ARTIFACTS, $TESSERA_CI_OUT/property or the temp dir; the fail
+// file in its rapid/ folder), never in the checkout (replay it with -rapid.failfile=PATH).
 //
 // Reproduce a run with `go tool ginkgo --seed N ./suites/property` (each property's rapid seed
 // derives from Ginkgo's), or one failing case with -rapid.seed / -rapid.failfile as rapid's

@@ -37,6 +37,7 @@ func artifacts() string {
 var _ = Describe("the random graph generator", Label("cpu"), func() {
 	It("draws graphs that verify, stay within their budgets and survive the text format", func() {
 		cfg := prop.DefaultConfig()
+		defer prop.AdoptFailFile(GinkgoT().Name(), artifacts()) // a fail file goes to the artifacts, not the checkout
 		rapid.Check(GinkgoT(), func(t *rapid.T) {
 			g := NewWithT(t)
 			c := prop.Raw(cfg).Draw(t, "case")

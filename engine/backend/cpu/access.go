@@ -36,7 +36,8 @@ func newAccess(a tile.Access, p tile.Param) *access {
 type colRun struct{ c0, n, off0, stride int }
 
 type loadScratch struct {
-	runs []colRun
+	runs     []colRun
+	copyCols []int // copyBits: (col, source offset, destination offset) triples
 }
 
 // unravel maps a flat row (or col) index to its offset: row-major over dims, dotted with
@@ -171,3 +172,42 @@ func (w *worker) store(at *access, src tile.Reg) {
 
 // nanF32 is the bit pattern numerics.Encode gives every NaN stored as f32.
 var nanF32 = uint32(numerics.Encode(numerics.F32, math.NaN()))
+
+// copyBits is tile.Copy: element bit patterns from one access to the other, never decoded.
+// Column offsets of both sides are worked out once per call; elements masked in either access
+// are skipped, writes outside the destination buffer are dropped and reads outside the source
+// buffer give the dtype's canonical NaN, as a Load then Store would.
+func (w *worker) copyBits(from, to *access) {
+	f, t := &from.a, &to.a
+	fb, fr, fc := f.Base.Eval(w.vars), f.RowStart.Eval(w.vars), f.ColStart.Eval(w.vars)
+	tb, tr, tc := t.Base.Eval(w.vars), t.RowStart.Eval(w.vars), t.ColStart.Eval(w.vars)
+	src, dst := w.p.params[f.Param], w.p.params[t.Param]
+	size := from.dt.Size()
+	nan := numerics.Encode(from.dt, math.NaN())
+	cols := w.ld.copyCols[:0]
+	for c := range f.Cols {
+		if (f.Mask && fc+c >= from.colN) || (t.Mask && tc+c >= to.colN) {
+			continue
+		}
+		cols = append(cols, c, unravel(fc+c, f.ColDims, f.ColStrides), unravel(tc+c, t.ColDims, t.ColStrides))
+	}
+	w.ld.copyCols = cols
+	for r := range f.Rows {
+		if (f.Mask && fr+r >= from.rowN) || (t.Mask && tr+r >= to.rowN) {
+			continue
+		}
+		fo := fb + unravel(fr+r, f.RowDims, f.RowStrides)
+		to := tb + unravel(tr+r, t.RowDims, t.RowStrides)
+		for k := 0; k < len(cols); k += 3 {
+			d := to + cols[k+2]
+			if d < 0 || d >= dst.n {
+				continue
+			}
+			bits := nan
+			if s := fo + cols[k+1]; s >= 0 && s < src.n {
+				bits = bitsAt(src.data, s, size)
+			}
+			putBits(dst.data, d, size, bits)
+		}
+	}
+}

@@ -15,7 +15,8 @@ type step struct {
 	pc   int
 	in   tile.Instr
 	body []step
-	at   *access // Load and Store
+	at   *access // Load and Store; Copy's source
+	to   *access // Copy's destination
 }
 
 // plan is a verified kernel bound to the program's buffers.
@@ -78,6 +79,8 @@ func (p *plan) build(body []tile.Instr, pc *int) ([]step, error) {
 			s.at = newAccess(x.At, p.k.Params[x.At.Param])
 		case tile.Store:
 			s.at = newAccess(x.At, p.k.Params[x.At.Param])
+		case tile.Copy:
+			s.at, s.to = newAccess(x.From, p.k.Params[x.From.Param]), newAccess(x.To, p.k.Params[x.To.Param])
 		case tile.For:
 			b, err := p.build(x.Body, pc)
 			if err != nil {
@@ -98,6 +101,8 @@ func (p *plan) check(in tile.Instr) error {
 		exprs = []tile.Expr{x.At.Base, x.At.RowStart, x.At.ColStart}
 	case tile.Store:
 		exprs = []tile.Expr{x.At.Base, x.At.RowStart, x.At.ColStart}
+	case tile.Copy:
+		exprs = []tile.Expr{x.From.Base, x.From.RowStart, x.From.ColStart, x.To.Base, x.To.RowStart, x.To.ColStart}
 	case tile.Unary:
 		if !knownUnary[x.Op] {
 			return fmt.Errorf("unknown unary op %q", x.Op)

@@ -174,6 +174,8 @@ func (w *worker) exec(body []step) {
 			w.load(s.at, in.Dst, in.Fill)
 		case tile.Store:
 			w.store(s.at, in.Src)
+		case tile.Copy:
+			w.copyBits(s.at, s.to)
 		case tile.Unary:
 			w.unary(in)
 		case tile.Binary:

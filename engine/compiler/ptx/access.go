@@ -61,6 +61,14 @@ func (g *gen) checkLimits() error {
 				a = &x.At
 			case tile.Store:
 				a = &x.At
+			case tile.Copy:
+				for _, c := range []tile.Access{x.From, x.To} {
+					check(c.Base, "access base")
+					check(c.RowStart, "access row start")
+					check(c.ColStart, "access col start")
+					dims(c.RowDims, c.RowStrides, c.Rows, "access rows")
+					dims(c.ColDims, c.ColStrides, c.Cols, "access cols")
+				}
 			case tile.MaskScores:
 				check(x.RowStart, "mask row start")
 				check(x.ColStart, "mask col start")
@@ -263,6 +271,40 @@ func (g *gen) store(x tile.Store) {
 		off, masked, inside := g.elementAt(a, base, rs, cs, idx)
 		ok := g.accessPred(masked, inside)
 		g.encode(dt, g.read(x.Src, idx), g.globalAddr(a.Param, off), ok)
+	})
+}
+
+// copyBits is tile.Copy: each thread moves its elements' bit patterns with an untyped load
+// and store of the dtype's width, so nothing is decoded (fp8 e5m2 ±Inf and NaN payloads stay).
+// An element masked in either access is not written; an unmasked source element outside its
+// allocation writes the canonical NaN, as Load then Store would.
+func (g *gen) copyBits(x tile.Copy) {
+	e := g.e
+	dt := g.k.Params[x.From.Param].DType
+	// Register class, initialisation, load and store per element size; every one moves bits.
+	w := map[int]struct{ cls, mov, ld, st, nan string }{
+		1: {"h", "mov.b16", "ld.global.u8", "st.global.u8", fmt.Sprintf("0x%02X", numerics.Encode(dt, nanF64))},
+		2: {"h", "mov.b16", "ld.global.b16", "st.global.b16", fmt.Sprintf("0x%04X", numerics.Encode(dt, nanF64))},
+		4: {"r", "mov.b32", "ld.global.s32", "st.global.b32", fmt.Sprintf("0x%08X", numerics.Encode(dt, nanF64))},
+		8: {"fd", "mov.f64", "ld.global.f64", "st.global.f64", f64lit(nanF64)},
+	}[dt.Size()]
+	fb, frs, fcs := g.accessExprs(x.From)
+	tb, trs, tcs := g.accessExprs(x.To)
+	g.forEach(x.From.Rows*x.From.Cols, func(idx string) {
+		soff, smasked, sin := g.elementAt(x.From, fb, frs, fcs, idx)
+		doff, dmasked, din := g.elementAt(x.To, tb, trs, tcs, idx)
+		v := e.reg(w.cls)
+		e.op(w.mov, v, w.nan)
+		e.opIf(g.accessPred(smasked, sin), w.ld, v, "["+g.globalAddr(x.From.Param, soff)+"]")
+		ok := g.accessPred(dmasked, din)
+		if smasked != "" {
+			keep := e.reg("p")
+			e.op("not.pred", keep, smasked)
+			both := e.reg("p")
+			e.op("and.pred", both, keep, ok)
+			ok = both
+		}
+		e.opIf(ok, w.st, "["+g.globalAddr(x.To.Param, doff)+"]", v)
 	})
 }
 

@@ -184,6 +184,8 @@ func (g *gen) body(body []tile.Instr) error {
 			g.load(x)
 		case tile.Store:
 			g.store(x)
+		case tile.Copy:
+			g.copyBits(x)
 		case tile.Unary:
 			err = g.unary(x)
 		case tile.Binary:

@@ -117,6 +117,9 @@ func planLayout(k *tile.Kernel, shapes []tile.Shape, tensorCores bool) *layout {
 		live = append(live, block{off, size, iv[r].end})
 		l.bytes = max(l.bytes, off+size)
 	}
+	// A kernel without tile registers (a bit copy) still gets one aligned block: launches
+	// always pass a non-empty dynamic shared-memory size.
+	l.bytes = max(l.bytes, 16)
 	return l
 }
 

@@ -292,6 +292,16 @@ func (c *emuCTA) thread(tid int) (err error) {
 			for i, r := range a[0].regs {
 				regs[r] = uint64(binary.LittleEndian.Uint32(b[4*i:]))
 			}
+		case "ld.global.u8":
+			set(uint64(mem(a[1], 1, false)[0]))
+		case "ld.global.s32":
+			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, false)))) // raw bits; nothing here sign-extends
+		case "ld.global.f64":
+			set(binary.LittleEndian.Uint64(mem(a[1], 8, false)))
+		case "st.global.u8":
+			mem(a[0], 1, false)[0] = byte(x(1))
+		case "st.global.f64":
+			binary.LittleEndian.PutUint64(mem(a[0], 8, false), x(1))
 		case "st.global.b16":
 			binary.LittleEndian.PutUint16(mem(a[0], 2, false), uint16(x(1)))
 		case "st.global.b32":
@@ -324,6 +334,16 @@ func (c *emuCTA) thread(tid int) (err error) {
 			set(uint64(uint32(x(1)) / uint32(x(2))))
 		case "setp.lt.s32":
 			set(bo(int32(x(1)) < int32(x(2))))
+		case "setp.ge.s32":
+			set(bo(int32(x(1)) >= int32(x(2))))
+		case "setp.ge.u32":
+			set(bo(uint32(x(1)) >= uint32(x(2))))
+		case "rem.s32":
+			set(uint64(uint32(int32(x(1)) % int32(x(2)))))
+		case "div.s32":
+			set(uint64(uint32(int32(x(1)) / int32(x(2)))))
+		case "cvt.s64.s32":
+			set(uint64(int64(int32(x(1)))))
 		case "setp.lt.u32":
 			set(bo(uint32(x(1)) < uint32(x(2))))
 		case "setp.ne.u32":

@@ -39,9 +39,10 @@ type rowsPlan struct {
 
 // matchRows recognises the kernels lowerRowwise (engine/compiler/lower_rows.go) emits for
 // softmax, log_softmax, layernorm and rmsnorm. It reads the parameters off the kernel, rebuilds
-// the canonical kernel from them and accepts only when both print the same (tile.Format prints
-// every field), so any other kernel, a fused variant or one changed by a failpoint, is left to
-// the SIMT path, which runs whatever Tile IR it is given.
+// the kernel from them with the compiler's own builder (tile.Rows, without planted faults) and
+// accepts only when both print the same (tile.Format prints every field), so any other kernel,
+// a fused variant or one changed by a failpoint, is left to the SIMT path, which runs whatever
+// Tile IR it is given.
 func matchRows(k *tile.Kernel) *rowsPlan {
 	if len(k.Grid) != 1 || len(k.Body) < 3 {
 		return nil
@@ -209,125 +210,12 @@ func (p *rowsPlan) params() []int {
 	return ps
 }
 
-// rowsBuilder mirrors the compiler's kernel builder closely enough to reproduce the register
-// and variable numbering of lowerRowwise.
-type rowsBuilder struct {
-	k    *tile.Kernel
-	body *[]tile.Instr
-}
-
-func (b *rowsBuilder) reg() tile.Reg      { b.k.NumRegs++; return tile.Reg(b.k.NumRegs - 1) }
-func (b *rowsBuilder) emit(in tile.Instr) { *b.body = append(*b.body, in) }
-func (b *rowsBuilder) full(r, c int, v float64) tile.Reg {
-	d := b.reg()
-	b.emit(tile.Full{Dst: d, Rows: r, Cols: c, Value: v})
-	return d
-}
-func (b *rowsBuilder) load(at tile.Access, fill float64) tile.Reg {
-	d := b.reg()
-	b.emit(tile.Load{Dst: d, At: at, Fill: fill})
-	return d
-}
-func (b *rowsBuilder) unary(op tile.UnaryOp, x tile.Reg, dt numerics.DType) tile.Reg {
-	d := b.reg()
-	b.emit(tile.Unary{Dst: d, Src: x, Op: op, DType: dt})
-	return d
-}
-func (b *rowsBuilder) binary(op tile.BinaryOp, x, y tile.Reg, dt numerics.DType) tile.Reg {
-	d := b.reg()
-	b.emit(tile.Binary{Dst: d, A: x, B: y, Op: op, DType: dt})
-	return d
-}
-func (b *rowsBuilder) reduce(x tile.Reg, dt numerics.DType) tile.Reg {
-	d := b.reg()
-	b.emit(tile.Reduce{Dst: d, Src: x, Op: tile.Sum, DType: dt})
-	return d
-}
-func (b *rowsBuilder) loop(count int, fn func(v tile.Var)) {
-	v := tile.Var(b.k.NumVars)
-	b.k.NumVars++
-	outer := b.body
-	f := tile.For{Var: v, Count: count}
-	b.body = &f.Body
-	fn(v)
-	b.body = outer
-	b.emit(f)
-}
-
-// canonicalRows is the kernel lowerRowwise would emit for plan p: the fast lowering is only
-// used where the kernel is exactly this one.
+// canonicalRows is the kernel the compiler's lowering emits for plan p, built by the same
+// builder (tile.Rows): the fast lowering is only used where the kernel is exactly this one.
 func canonicalRows(src *tile.Kernel, p *rowsPlan) *tile.Kernel {
 	k := &tile.Kernel{Name: src.Name, Grid: slices.Clone(src.Grid), Params: src.Params, NumVars: 1}
-	b := &rowsBuilder{k: k, body: &k.Body}
-	acc, rm, cn, steps := p.acc, p.rm, p.cn, p.steps
-	at := func(param int, kt tile.Var) tile.Access {
-		return tile.Access{Param: param, Base: tile.C(p.base), RowDims: p.rowDims, RowStrides: p.rowStrides,
-			ColDims: []int{p.cols}, ColStrides: []int{p.colStride}, RowStart: tile.V(0, rm), ColStart: tile.V(kt, cn),
-			Rows: rm, Cols: cn, Mask: true}
-	}
-	vec := func(param int, kt tile.Var) tile.Access {
-		return tile.Access{Param: param, Base: tile.C(0), RowDims: []int{1}, RowStrides: []int{0},
-			ColDims: []int{p.cols}, ColStrides: []int{1}, RowStart: tile.C(0), ColStart: tile.V(kt, cn), Rows: 1, Cols: cn, Mask: true}
-	}
-	switch p.op {
-	case rowsSoftmax, rowsLogSoftmax:
-		m, l := b.full(rm, 1, math.Inf(-1)), b.full(rm, 1, 0)
-		b.loop(steps, func(kt tile.Var) {
-			t := b.load(at(p.x, kt), math.Inf(-1))
-			pr, alpha := b.reg(), b.reg()
-			b.emit(tile.OnlineSoftmax{M: m, L: l, X: t, P: pr, Alpha: alpha, DType: acc})
-		})
-		var ll tile.Reg
-		if p.op == rowsLogSoftmax {
-			ll = b.unary(tile.Log, l, acc)
-		}
-		b.loop(steps, func(kt tile.Var) {
-			d := b.binary(tile.Sub, b.load(at(p.x, kt), math.Inf(-1)), m, acc)
-			var y tile.Reg
-			if p.op == rowsSoftmax {
-				y = b.binary(tile.Div, b.unary(tile.Exp, d, acc), l, acc)
-			} else {
-				y = b.binary(tile.Sub, d, ll, acc)
-			}
-			b.emit(tile.Store{Src: y, At: at(p.out, kt)})
-		})
-	case rowsLayernorm:
-		s := b.full(rm, 1, 0)
-		b.loop(steps, func(kt tile.Var) {
-			r := b.reduce(b.load(at(p.x, kt), 0), acc)
-			b.emit(tile.Binary{Dst: s, A: s, B: r, Op: tile.Add, DType: acc})
-		})
-		cnt := b.full(1, 1, p.count)
-		mean := b.binary(tile.Div, s, cnt, acc)
-		v := b.full(rm, 1, 0)
-		b.loop(steps, func(kt tile.Var) {
-			d := b.binary(tile.Sub, b.load(at(p.x, kt), 0), mean, acc)
-			md := b.reg()
-			b.emit(tile.MaskCols{Dst: md, Src: d, ColStart: tile.V(kt, cn), ColLimit: p.cols, Value: 0})
-			r := b.reduce(b.binary(tile.Mul, md, md, acc), acc)
-			b.emit(tile.Binary{Dst: v, A: v, B: r, Op: tile.Add, DType: acc})
-		})
-		va := b.binary(tile.Div, v, cnt, acc)
-		r := b.unary(tile.Rsqrt, b.binary(tile.Add, va, b.full(1, 1, p.eps), acc), acc)
-		b.loop(steps, func(kt tile.Var) {
-			d := b.binary(tile.Sub, b.load(at(p.x, kt), 0), mean, acc)
-			y := b.binary(tile.Mul, b.binary(tile.Mul, d, r, acc), b.load(vec(p.gamma, kt), 0), acc)
-			y = b.binary(tile.Add, y, b.load(vec(p.beta, kt), 0), acc)
-			b.emit(tile.Store{Src: y, At: at(p.out, kt)})
-		})
-	case rowsRMSNorm:
-		s := b.full(rm, 1, 0)
-		b.loop(steps, func(kt tile.Var) {
-			t := b.load(at(p.x, kt), 0)
-			r := b.reduce(b.binary(tile.Mul, t, t, acc), acc)
-			b.emit(tile.Binary{Dst: s, A: s, B: r, Op: tile.Add, DType: acc})
-		})
-		ms := b.binary(tile.Div, s, b.full(1, 1, p.count), acc)
-		r := b.unary(tile.Rsqrt, b.binary(tile.Add, ms, b.full(1, 1, p.eps), acc), acc)
-		b.loop(steps, func(kt tile.Var) {
-			y := b.binary(tile.Mul, b.binary(tile.Mul, b.load(at(p.x, kt), 0), r, acc), b.load(vec(p.gamma, kt), 0), acc)
-			b.emit(tile.Store{Src: y, At: at(p.out, kt)})
-		})
-	}
+	tile.Rows{Op: string(p.op), X: p.x, Out: p.out, Gamma: p.gamma, Beta: p.beta, Acc: p.acc, Base: p.base,
+		RowDims: p.rowDims, RowStrides: p.rowStrides, Len: p.cols, ColStride: p.colStride, Count: p.count, Eps: p.eps,
+		RM: p.rm, CN: p.cn, Steps: p.steps}.Emit(k)
 	return k
 }

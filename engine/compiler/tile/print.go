@@ -56,6 +56,8 @@ func formatBody(b *strings.Builder, body []Instr, ind string) {
 			fmt.Fprintf(b, "%sr%d = load %s fill=%g\n", ind, x.Dst, x.At, x.Fill)
 		case Store:
 			fmt.Fprintf(b, "%sstore %s <- r%d\n", ind, x.At, x.Src)
+		case Copy:
+			fmt.Fprintf(b, "%scopy %s <- %s (bits)\n", ind, x.To, x.From)
 		case Unary:
 			fmt.Fprintf(b, "%sr%d = %s.%s r%d\n", ind, x.Dst, x.Op, x.DType, x.Src)
 		case Binary:

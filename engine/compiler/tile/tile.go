@@ -96,6 +96,16 @@ type Store struct {
 	At  Access
 }
 
+// Copy moves element bit patterns from one buffer to another of the same dtype without
+// decoding them: what data movement (transpose, reshape, slice, concat) needs, since a decode
+// and re-encode would canonicalise NaN payloads and saturate fp8 e5m2 ±Inf to ±max. Element
+// (r, c) of From goes to element (r, c) of To; an element masked off in either access is not
+// written. An unmasked From element outside its buffer writes the dtype's canonical NaN (what
+// a Load would read there, stored).
+type Copy struct {
+	From, To Access
+}
+
 // UnaryOp names an elementwise function of one tile.
 type UnaryOp string
 
@@ -228,6 +238,7 @@ type For struct {
 func (Full) isInstr()          {}
 func (Load) isInstr()          {}
 func (Store) isInstr()         {}
+func (Copy) isInstr()          {}
 func (Unary) isInstr()         {}
 func (Binary) isInstr()        {}
 func (Round) isInstr()         {}

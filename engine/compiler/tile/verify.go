@@ -147,6 +147,19 @@ func (v *verifier) body(body []Instr, vars map[Var]bool) error {
 			if !v.k.Params[x.At.Param].Output {
 				return v.errf(v.pc, "store to input param p%d", x.At.Param)
 			}
+		case Copy:
+			if err := v.access(x.From, vars); err != nil {
+				return err
+			}
+			if err := v.access(x.To, vars); err != nil {
+				return err
+			}
+			if x.From.Rows != x.To.Rows || x.From.Cols != x.To.Cols {
+				return v.errf(v.pc, "copy of a %dx%d tile into a %dx%d access", x.From.Rows, x.From.Cols, x.To.Rows, x.To.Cols)
+			}
+			if from, to := v.k.Params[x.From.Param], v.k.Params[x.To.Param]; from.DType != to.DType || !to.Output {
+				return v.errf(v.pc, "copy from %s p%d to %s p%d: a bit copy needs one dtype and an output param", from.DType, x.From.Param, to.DType, x.To.Param)
+			}
 		case Unary, Round:
 			dst, src, dt := unpackUnary(x)
 			s, err := v.use(src)

@@ -48,6 +48,7 @@ func parseResults(file string, data []byte) (*Report, error) {
 			ErrorCode:    c.ident(where, "error_code", r.ErrorCode, false),
 			Digest:       c.hex(where, "digest", r.Digest),
 			ScheduleHash: c.ident(where, "schedule_hash", r.ScheduleHash, false),
+			Computation:  c.hex(where, "computation", r.Computation),
 			Seed:         strconv.FormatUint(r.Seed, 10),
 			Replay:       text(r.Replay),
 			TotalMS:      c.num(where, "timing.total_ms", r.Timing.TotalMS),

@@ -96,6 +96,23 @@ var migrations = []migration{
 			value {{REAL}} NOT NULL, unit TEXT NOT NULL, verdict TEXT NOT NULL, note TEXT NOT NULL)`,
 		`CREATE INDEX metrics_kind ON metrics (kind, name)`,
 	}},
+	// Issue 13: a digest's reproducibility key names the computation (graph, inputs,
+	// schedule), not only the case label that another seed may reuse for another graph.
+	// Earlier rows keep computation '' and stay one key per case, as they were.
+	{4, "reproducibility keys name the computation", []string{
+		`ALTER TABLE results ADD COLUMN computation TEXT NOT NULL DEFAULT ''`,
+		`CREATE TABLE digests_v4 (
+			suite TEXT NOT NULL, case_name TEXT NOT NULL,
+			device_class TEXT NOT NULL, determinism TEXT NOT NULL, computation TEXT NOT NULL, digest TEXT NOT NULL,
+			first_run {{BIGINT}} NOT NULL, first_ms {{BIGINT}} NOT NULL,
+			last_run {{BIGINT}} NOT NULL, last_ms {{BIGINT}} NOT NULL,
+			n {{BIGINT}} NOT NULL,
+			PRIMARY KEY (suite, case_name, device_class, determinism, computation, digest))`,
+		`INSERT INTO digests_v4 (suite, case_name, device_class, determinism, computation, digest, first_run, first_ms, last_run, last_ms, n)
+			SELECT suite, case_name, device_class, determinism, '', digest, first_run, first_ms, last_run, last_ms, n FROM digests`,
+		`DROP TABLE digests`,
+		`ALTER TABLE digests_v4 RENAME TO digests`,
+	}},
 }
 
 // LatestVersion is the schema version this build writes.

@@ -56,6 +56,9 @@ func Open(ctx context.Context, dsn string, o Options) (Store, error) {
 		s.db.Close()
 		return nil, err
 	}
+	if target < len(migrations) {
+		s.pinned = target
+	}
 	return s, nil
 }
 

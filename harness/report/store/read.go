@@ -91,10 +91,10 @@ func (s *sqlStore) Bench(ctx context.Context, key *SeriesKey) ([]BenchRow, error
 
 func (s *sqlStore) Digests(ctx context.Context) ([]DigestRow, error) {
 	var out []DigestRow
-	err := s.query(ctx, "read digests", `SELECT suite, case_name, device_class, determinism, digest, first_run, last_run, n
-		FROM digests ORDER BY suite, case_name, device_class, determinism, first_ms, first_run`, nil, func(r *sql.Rows) error {
+	err := s.query(ctx, "read digests", `SELECT suite, case_name, device_class, determinism, computation, digest, first_run, last_run, n
+		FROM digests ORDER BY suite, case_name, device_class, determinism, computation, first_ms, first_run`, nil, func(r *sql.Rows) error {
 		var x DigestRow
-		if err := r.Scan(&x.Key.Suite, &x.Key.Case, &x.Key.DeviceClass, &x.Key.Determinism, &x.Digest, &x.FirstRun, &x.LastRun, &x.Count); err != nil {
+		if err := r.Scan(&x.Key.Suite, &x.Key.Case, &x.Key.DeviceClass, &x.Key.Determinism, &x.Key.Computation, &x.Digest, &x.FirstRun, &x.LastRun, &x.Count); err != nil {
 			return err
 		}
 		out = append(out, x)
@@ -106,9 +106,9 @@ func (s *sqlStore) Digests(ctx context.Context) ([]DigestRow, error) {
 func (s *sqlStore) CaseHistory(ctx context.Context, k ReproKey) ([]RunDigest, error) {
 	var out []RunDigest
 	err := s.query(ctx, "read case history", `SELECT r.run_id, r.digest FROM results r JOIN runs u ON u.id = r.run_id
-		WHERE r.suite = ? AND r.case_name = ? AND r.device_class = ? AND r.determinism = ? AND r.digest <> ''
+		WHERE r.suite = ? AND r.case_name = ? AND r.device_class = ? AND r.determinism = ? AND r.computation = ? AND r.digest <> ''
 		AND r.verdict IN ('pass', 'fail') ORDER BY u.started_ms, u.id`,
-		[]any{k.Suite, k.Case, k.DeviceClass, k.Determinism}, func(r *sql.Rows) error {
+		[]any{k.Suite, k.Case, k.DeviceClass, k.Determinism, k.Computation}, func(r *sql.Rows) error {
 			var x RunDigest
 			if err := r.Scan(&x.RunID, &x.Digest); err != nil {
 				return err
@@ -175,11 +175,11 @@ func (s *sqlStore) Results(ctx context.Context, runIDs []int64) ([]RunResult, er
 	}
 	var out []RunResult
 	err := s.query(ctx, "read results", `SELECT run_id, suite, case_name, device_class, determinism, backend, device,
-		verdict, reason, error_code, digest, schedule_hash, seed, replay, total_ms FROM results WHERE run_id IN `+idList(runIDs),
+		verdict, reason, error_code, digest, schedule_hash, seed, replay, total_ms, computation FROM results WHERE run_id IN `+idList(runIDs),
 		nil, func(r *sql.Rows) error {
 			var x RunResult
 			if err := r.Scan(&x.RunID, &x.Suite, &x.Case, &x.DeviceClass, &x.Determinism, &x.Backend, &x.Device, &x.Verdict,
-				&x.Reason, &x.ErrorCode, &x.Digest, &x.ScheduleHash, &x.Seed, &x.Replay, &x.TotalMS); err != nil {
+				&x.Reason, &x.ErrorCode, &x.Digest, &x.ScheduleHash, &x.Seed, &x.Replay, &x.TotalMS, &x.Computation); err != nil {
 				return err
 			}
 			out = append(out, x)

@@ -16,7 +16,13 @@ type sqlStore struct {
 	d        *dialect
 	where    string // for error messages; never carries a password
 	readOnly bool
+	// pinned is the schema version Options.Version held the store at (0: the latest). Writes
+	// leave out columns a pinned older schema lacks (tests of upgrades).
+	pinned int
 }
+
+// computationColumn: results and digests carry the computation (schema version 4).
+func (s *sqlStore) computationColumn() bool { return s.pinned == 0 || s.pinned >= 4 }
 
 func (s *sqlStore) Dialect() string { return s.d.name }
 func (s *sqlStore) Close() error    { return s.db.Close() }

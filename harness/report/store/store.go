@@ -93,6 +93,9 @@ type ResultRow struct {
 	Verdict, Reason, ErrorCode            string
 	Digest, ScheduleHash, Seed, Replay    string
 	TotalMS                               float64
+	// Computation is harness.Result.Computation ("" for results that do not name one): part
+	// of the reproducibility key.
+	Computation string
 }
 
 // SpecRow is one Ginkgo spec report.
@@ -134,7 +137,7 @@ type SuiteRow struct {
 }
 
 // ReproKey is (suite, case, device class, determinism mode).
-type ReproKey struct{ Suite, Case, DeviceClass, Determinism string }
+type ReproKey struct{ Suite, Case, DeviceClass, Determinism, Computation string }
 
 // DigestRow is one digest of one repro key with where it was first and last seen.
 type DigestRow struct {

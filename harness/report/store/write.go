@@ -88,9 +88,16 @@ func (w *batchWriter) results(id int64, rs []ResultRow) {
 	for i, r := range rs {
 		rows[i] = []any{id, r.Suite, r.Case, r.DeviceClass, r.Determinism, r.Backend, r.Device, r.Verdict,
 			r.Reason, r.ErrorCode, r.Digest, r.ScheduleHash, r.Seed, r.Replay, r.TotalMS}
+		if w.s.computationColumn() {
+			rows[i] = append(rows[i], r.Computation)
+		}
 	}
-	w.insert("results", []string{"run_id", "suite", "case_name", "device_class", "determinism", "backend", "device",
-		"verdict", "reason", "error_code", "digest", "schedule_hash", "seed", "replay", "total_ms"}, rows, "", true)
+	cols := []string{"run_id", "suite", "case_name", "device_class", "determinism", "backend", "device",
+		"verdict", "reason", "error_code", "digest", "schedule_hash", "seed", "replay", "total_ms"}
+	if w.s.computationColumn() {
+		cols = append(cols, "computation")
+	}
+	w.insert("results", cols, rows, "", true)
 }
 
 func (w *batchWriter) specs(id int64, ss []SpecRow) {
@@ -160,7 +167,7 @@ func (w *batchWriter) derived(id int64, r RunRow, b *Batch) {
 	}
 	for _, x := range b.Results {
 		if x.Digest != "" && (x.Verdict == "pass" || x.Verdict == "fail") {
-			k := dkey{ReproKey{x.Suite, x.Case, x.DeviceClass, x.Determinism}, x.Digest}
+			k := dkey{ReproKey{x.Suite, x.Case, x.DeviceClass, x.Determinism, x.Computation}, x.Digest}
 			if dn[k] == 0 {
 				dorder = append(dorder, k)
 			}
@@ -186,19 +193,26 @@ func (w *batchWriter) derived(id int64, r RunRow, b *Batch) {
 	// ingests of overlapping cases wait for each other instead of deadlocking.
 	slices.SortFunc(dorder, func(a, b dkey) int {
 		return cmp.Or(cmp.Compare(a.Suite, b.Suite), cmp.Compare(a.Case, b.Case), cmp.Compare(a.DeviceClass, b.DeviceClass),
-			cmp.Compare(a.Determinism, b.Determinism), cmp.Compare(a.digest, b.digest))
+			cmp.Compare(a.Determinism, b.Determinism), cmp.Compare(a.Computation, b.Computation), cmp.Compare(a.digest, b.digest))
 	})
 	slices.SortFunc(oorder, func(a, b okey) int {
 		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.suite, b.suite), cmp.Compare(a.name, b.name), cmp.Compare(a.class, b.class))
 	})
 	drows := make([][]any, len(dorder))
 	for i, k := range dorder {
-		drows[i] = []any{k.Suite, k.Case, k.DeviceClass, k.Determinism, k.digest, id, ms, id, ms, dn[k]}
+		drows[i] = []any{k.Suite, k.Case, k.DeviceClass, k.Determinism, k.Computation, k.digest, id, ms, id, ms, dn[k]}
 	}
 	// Runs may be ingested out of time order: first/last follow (started_ms, id).
-	w.insert("digests", []string{"suite", "case_name", "device_class", "determinism", "digest",
-		"first_run", "first_ms", "last_run", "last_ms", "n"}, drows,
-		` ON CONFLICT (suite, case_name, device_class, determinism, digest) DO UPDATE SET
+	dcols, dkeyCols := []string{"suite", "case_name", "device_class", "determinism", "computation", "digest",
+		"first_run", "first_ms", "last_run", "last_ms", "n"}, "suite, case_name, device_class, determinism, computation, digest"
+	if !w.s.computationColumn() {
+		dcols, dkeyCols = slices.Delete(dcols, 4, 5), "suite, case_name, device_class, determinism, digest"
+		for i := range drows {
+			drows[i] = slices.Delete(drows[i], 4, 5)
+		}
+	}
+	w.insert("digests", dcols, drows,
+		` ON CONFLICT (`+dkeyCols+`) DO UPDATE SET
 		first_run = CASE WHEN excluded.first_ms < digests.first_ms OR (excluded.first_ms = digests.first_ms AND excluded.first_run < digests.first_run) THEN excluded.first_run ELSE digests.first_run END,
 		first_ms = CASE WHEN excluded.first_ms < digests.first_ms THEN excluded.first_ms ELSE digests.first_ms END,
 		last_run = CASE WHEN excluded.last_ms > digests.last_ms OR (excluded.last_ms = digests.last_ms AND excluded.last_run > digests.last_run) THEN excluded.last_run ELSE digests.last_run END,

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-qa/tessera-qa/engine/graph"
-	"github.com/tessera-qa/tessera-qa/harness/job"
+	"github.com/tessera-qa/tessera-qa/job"
 )
 
 // execJSON is the shape of `exec --json` (docs/cli.md).

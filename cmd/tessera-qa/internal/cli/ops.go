@@ -28,6 +28,10 @@ type attrJSON struct {
 	Required bool   `json:"required"`
 	Default  string `json:"default,omitempty"` // as the graph text format writes it
 	Doc      string `json:"doc,omitempty"`
+	// Values are the allowed values of a string attribute; Aliases other accepted spellings
+	// (PyTorch's) and the value each means.
+	Values  []string          `json:"values,omitempty"`
+	Aliases map[string]string `json:"aliases,omitempty"`
 }
 
 var kindNames = map[graph.OpKind]string{
@@ -89,7 +93,8 @@ func opsJSON() []opJSON {
 			o.DTypes = append(o.DTypes, dt.String())
 		}
 		for _, a := range d.Attrs {
-			aj := attrJSON{Name: a.Name, Kind: a.Kind.String(), Required: a.Default == nil && !a.Optional, Doc: a.Doc}
+			aj := attrJSON{Name: a.Name, Kind: a.Kind.String(), Required: a.Default == nil && !a.Optional, Doc: a.Doc,
+				Values: a.Values, Aliases: a.Aliases}
 			if a.Default != nil {
 				aj.Default = graph.FormatAttr(*a.Default)
 			}
@@ -112,6 +117,9 @@ func attrList(as []attrJSON) string {
 			s += "=" + a.Default
 		case !a.Required:
 			s += "?"
+		}
+		if len(a.Values) > 0 {
+			s += "{" + strings.Join(a.Values, "|") + "}"
 		}
 		parts[i] = s
 	}

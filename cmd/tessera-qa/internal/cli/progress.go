@@ -10,7 +10,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/job"
+	"github.com/tessera-qa/tessera-qa/job"
 )
 
 // newProgress returns a live bar per suite when w is a terminal, plain lines otherwise (CI

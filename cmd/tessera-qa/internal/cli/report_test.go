@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/harness"
 	"github.com/tessera-qa/tessera-qa/harness/report"
 	"github.com/tessera-qa/tessera-qa/harness/report/synth"
 )
@@ -139,5 +141,43 @@ func TestRunStoresItsResults(t *testing.T) {
 	o.want(t, ExitOK, "")
 	if strings.Contains(o.stdout, "history ") {
 		t.Fatalf("--db none still stored:\n%s", o.stdout)
+	}
+}
+
+// Issue 13: two `run`s of one commit with different seeds (the default draws a fresh seed
+// each time) give different smoke graphs under the same case names; the gate must not read
+// that as a reproducibility regression. The key of a digest names the computation (graph,
+// inputs, schedule, device class), not the label. A changed digest of the same computation
+// still blocks.
+func TestGateDoesNotBlockOnAnotherSeedsSmokeCases(t *testing.T) {
+	t.Setenv("GITHUB_REF_NAME", "main")
+	t.Setenv("GITHUB_SHA", "c0ffee0001")
+	db := filepath.Join(t.TempDir(), "results.db")
+	var outs []string
+	for _, seed := range []string{"1", "13"} { // seed 13 draws other graphs under three of seed 1's names (014-cast-f64 ...)
+		out := t.TempDir()
+		cli(t, "run", "--suite", "smoke", "--smoke", "200", "--seed", seed, "--out", out, "--db", db).want(t, ExitOK, "")
+		outs = append(outs, out)
+	}
+	o := cli(t, "gate", "--db", db, "--baseline", "main")
+	o.want(t, ExitOK, "")
+	if strings.Contains(o.stdout, "BLOCK repro") {
+		t.Fatalf("the gate blocks on smoke cases that are different graphs under one name:\n%s", o.stdout)
+	}
+	// The same computation with other bits: seed 1's results again with one digest changed.
+	rs, err := harness.ReadResults(filepath.Join(outs[0], "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(rs, func(r harness.Result) bool { return r.Digest != "" && r.Verdict == harness.VerdictPass })
+	rs[i].Digest = strings.Repeat("0", len(rs[i].Digest))
+	changed := filepath.Join(t.TempDir(), "results.json")
+	if err := harness.WriteResults(changed, rs); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, "report", "ingest", "--db", db, changed).want(t, ExitOK, "")
+	o = cli(t, "gate", "--db", db, "--baseline", "main")
+	if o.code != ExitFailed || !strings.Contains(o.stdout, "BLOCK repro") || !strings.Contains(o.stdout, rs[i].Case) {
+		t.Fatalf("a new digest of the same computation must block (exit %d):\n%s", o.code, o.stdout)
 	}
 }

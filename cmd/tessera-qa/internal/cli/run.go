@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-qa/tessera-qa/engine/version"
-	"github.com/tessera-qa/tessera-qa/harness/job"
+	"github.com/tessera-qa/tessera-qa/job"
 )
 
 // maxListed caps the failing cases listed after the summary; results.json has them all.

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/job"
+	"github.com/tessera-qa/tessera-qa/job"
 )
 
 func readResults(t *testing.T, out string) []harness.Result {

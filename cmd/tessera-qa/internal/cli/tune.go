@@ -10,7 +10,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/job"
+	"github.com/tessera-qa/tessera-qa/job"
 )
 
 func init() { registerVerb(newTuneCmd) }

@@ -2,6 +2,9 @@
 // the `run` main job (golden checks, in-process determinism, randomized smoke test, a short
 // in-process collectives check, results,
 // JUnit and replay manifests), backend choice, and `exec`'s input and output handling.
+//
+// It sits beside the CLI, above the checks it orchestrates (golden, harness, collectives),
+// not inside harness/: harness holds only what every check shares (issue 13).
 package job
 
 import (
