@@ -54,6 +54,9 @@ func Execute(ctx context.Context, sc *Scenario, o Options) (*Report, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, errs.New(errs.Input, "chaos: artifacts folder %s: %v", o.Dir, err)
 	}
+	if old, _ := filepath.Glob(filepath.Join(o.Dir, "history-*.jsonl")); len(old) > 0 && (o.Cluster == nil || o.Cluster.Rank == 0) {
+		return nil, errs.New(errs.Input, "chaos: %s already holds a run (its history and checkpoints would mix with this one's): give another --artifacts", o.Dir)
+	}
 	os.WriteFile(filepath.Join(o.Dir, "scenario.json"), sc.MarshalIndent(), 0o644)
 	ref := o.Reference
 	if ref == nil && (o.Cluster == nil || o.Cluster.Rank == 0) {

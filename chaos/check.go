@@ -137,13 +137,19 @@ func Check(sc *Scenario, run Run, ref *Reference, evs []Event) *Report {
 	committed := map[int]bool{} // intact committed checkpoints
 	pending := map[int]bool{}   // checkpoint steps applied but never acknowledged (indeterminate)
 	damaged := map[int]bool{}
+	commits := map[key]bool{} // (attempt, step) commits seen
 	for _, e := range evs {
 		k := key{e.Attempt, e.Rank}
 		switch e.Kind {
 		case KindCheckpoint:
-			committed[e.Step] = true
-			delete(damaged, e.Step)
-			delete(pending, e.Step)
+			// Every rank reports the same commit; the first report is the commit, later
+			// ones must not undo a damage done in between.
+			if c := (key{e.Attempt, e.Step}); !commits[c] {
+				commits[c] = true
+				committed[e.Step] = true
+				delete(damaged, e.Step)
+				delete(pending, e.Step)
+			}
 		case KindInject:
 			if e.Damaged > 0 {
 				delete(committed, e.Damaged)
@@ -234,9 +240,10 @@ func Check(sc *Scenario, run Run, ref *Reference, evs []Event) *Report {
 			fr.Outcome = "NOT DETECTED"
 			bad("%s %s injected at step %d of attempt %d (rank %d) was never detected (want %s)", in.ID, in.Fault.Name(), ie.Step, ie.Attempt, in.Rank, strings.Join(codeStrings(ex.Detect), " or "))
 		}
-		// Recovery: the first step applied by a later attempt.
+		// Recovery: the first step applied by a later attempt (for a tolerated fault whose
+		// attempt another fault failed, the restart is that fault's, not this one's).
 		failed := ie.Attempt+1 < rep.Attempts
-		if failed {
+		if failed && (ex.Restart || fr.Outcome != "tolerated") {
 			for _, e := range evs {
 				if e.Kind == KindStep && e.Attempt > ie.Attempt && e.T.After(ie.T) {
 					fr.TTR = e.T.Sub(ie.T).Seconds()

@@ -21,10 +21,11 @@ func init() { registerVerb(newChaosCmd) }
 
 // chaosResult is chaos's JSON document.
 type chaosResult struct {
-	Passed    bool              `json:"passed"`
-	Summary   chaos.Summary     `json:"summary"`
-	Scenarios []*chaos.Report   `json:"scenarios"`
-	Specs     []*chaos.Scenario `json:"scenario_specs"`
+	Passed        bool              `json:"passed"`
+	BitsIdentical bool              `json:"bits_identical"` // every run ended with the fault-free run's parameters
+	Summary       chaos.Summary     `json:"summary"`
+	Scenarios     []*chaos.Report   `json:"scenarios"`
+	Specs         []*chaos.Scenario `json:"scenario_specs"`
 }
 
 func newChaosCmd(e *env) *cobra.Command {
@@ -116,13 +117,13 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 				return errs.New(errs.Internal, "chaos: cannot find this program to start its ranks: %v", err)
 			}
 			if artifacts == "" {
-				artifacts = filepath.Join("tessera-qa-out", "chaos", time.Now().Format("20060102-150405"))
+				artifacts = filepath.Join("tessera-qa-out", "chaos", time.Now().Format("20060102-150405")+"-"+strconv.Itoa(os.Getpid()))
 				if cluster != nil {
 					artifacts = filepath.Join("tessera-qa-out", "chaos", cluster.JobID)
 				}
 			}
 			w := e.human(jsonPath)
-			res := chaosResult{Passed: true, Specs: specs}
+			res := chaosResult{Passed: true, BitsIdentical: true, Specs: specs}
 			for i, sc := range specs {
 				dir := filepath.Join(artifacts, fmt.Sprintf("%03d-%s", i, strings.NewReplacer("/", "-", "+", "-").Replace(sc.Name)))
 				o := chaos.Options{Dir: dir, Program: exe, Args: []string{"chaos"}, Log: e.stderr, Cluster: cluster}
@@ -137,6 +138,7 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 				fmt.Fprintf(w, "artifacts: %s\n\n", dir)
 				res.Scenarios = append(res.Scenarios, rep)
 				res.Passed = res.Passed && rep.Passed
+				res.BitsIdentical = res.BitsIdentical && rep.BitsIdentical
 			}
 			if len(res.Scenarios) == 0 {
 				return nil
