@@ -265,19 +265,27 @@ func (a *agent) checkpointFS() (func(), error) {
 	if !need {
 		return func() {}, nil
 	}
-	if err := syscall.Mount("tmpfs", a.ckDir, "tmpfs", 0, "size=32m,mode=0755"); err != nil {
+	if err := mountTmpfs(a.ckDir, "32m"); err != nil {
 		a.run.Root = false // disk/full is then unavailable, and says so
 		return func() {}, nil
 	}
-	return func() {
-		for range 50 {
-			if syscall.Unmount(a.ckDir, 0) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+	return func() { unmount(a.ckDir) }, nil
+}
+
+// mountTmpfs mounts a tmpfs of size at dir.
+func mountTmpfs(dir, size string) error {
+	return syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755")
+}
+
+// unmount unmounts dir, waiting (bounded) for files still open, then lazily.
+func unmount(dir string) {
+	for range 50 {
+		if syscall.Unmount(dir, 0) == nil {
+			return
 		}
-		syscall.Unmount(a.ckDir, syscall.MNT_DETACH)
-	}, nil
+		time.Sleep(100 * time.Millisecond)
+	}
+	syscall.Unmount(dir, syscall.MNT_DETACH)
 }
 
 // launchEvent is the launcher's Events hook.

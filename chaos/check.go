@@ -80,6 +80,13 @@ func Check(sc *Scenario, run Run, ref *Reference, evs []Event) *Report {
 	}
 
 	// 1. Bits.
+	corrupt := 0
+	defer func() {
+		if corrupt > 3 {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("silent corruption: %d more step(s) with other bits than the fault-free run's", corrupt-3))
+			rep.Passed = false
+		}
+	}()
 	for _, e := range evs {
 		if e.Kind != KindStep {
 			continue
@@ -90,6 +97,9 @@ func Check(sc *Scenario, run Run, ref *Reference, evs []Event) *Report {
 			continue
 		}
 		if e.Bits != ref.Bits[e.Step-1] {
+			if corrupt++; corrupt > 3 {
+				continue
+			}
 			bad("silent corruption: attempt %d, rank %d, step %d: loss bits %s, the fault-free run has %s", e.Attempt, e.Rank, e.Step, e.Bits, ref.Bits[e.Step-1])
 		}
 	}

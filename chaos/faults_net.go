@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
@@ -63,7 +64,8 @@ func (d *Drop) Inject(ctx context.Context, t Target) (string, error) {
 // which bit of the payload, default the middle one). The receiver's CRC32C check must refuse
 // it (E_DESYNC): a corrupted message never reaches the parameters.
 type Corrupt struct {
-	Bit int `json:"bit,omitempty"`
+	Bit  int `json:"bit,omitempty"`
+	Skip int `json:"skip,omitempty"` // let this many frames pass first (0: the next frame)
 }
 
 func (*Corrupt) Name() string          { return "net/corrupt" }
@@ -73,7 +75,18 @@ func (*Corrupt) Expect(Run) Expect     { return Expect{Detect: codes(errs.Desync
 func (c *Corrupt) Inject(ctx context.Context, t Target) (string, error) {
 	tp := t.Tap()
 	var flipped int
-	what, err := tp.armOnce(ctx, frameWait, dataFrame(-1), func(_ context.Context, _ int, f *dist.Frame) []*dist.Frame {
+	skip := c.Skip
+	var mu sync.Mutex
+	match := func(to int, f *dist.Frame) bool {
+		if !dataFrame(-1)(to, f) {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		skip--
+		return skip < 0
+	}
+	what, err := tp.armOnce(ctx, frameWait, match, func(_ context.Context, _ int, f *dist.Frame) []*dist.Frame {
 		g := *f
 		g.Payload = slices.Clone(f.Payload)
 		bit := c.Bit
