@@ -54,7 +54,11 @@ func Execute(ctx context.Context, sc *Scenario, o Options) (*Report, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, errs.New(errs.Input, "chaos: artifacts folder %s: %v", o.Dir, err)
 	}
-	if old, _ := filepath.Glob(filepath.Join(o.Dir, "history-*.jsonl")); len(old) > 0 && (o.Cluster == nil || o.Cluster.Rank == 0) {
+	me := 0
+	if o.Cluster != nil {
+		me = o.Cluster.Rank
+	}
+	if _, err := os.Stat(filepath.Join(o.Dir, fmt.Sprintf("history-agent-%d.jsonl", me))); err == nil {
 		return nil, errs.New(errs.Input, "chaos: %s already holds a run (its history and checkpoints would mix with this one's): give another --artifacts", o.Dir)
 	}
 	os.WriteFile(filepath.Join(o.Dir, "scenario.json"), sc.MarshalIndent(), 0o644)
@@ -68,10 +72,6 @@ func Execute(ctx context.Context, sc *Scenario, o Options) (*Report, error) {
 	if ref != nil {
 		b, _ := json.MarshalIndent(ref, "", "  ")
 		os.WriteFile(filepath.Join(o.Dir, "reference.json"), b, 0o644)
-	}
-	me := 0
-	if o.Cluster != nil {
-		me = o.Cluster.Rank
 	}
 	rec, err := NewRecorder(filepath.Join(o.Dir, fmt.Sprintf("history-agent-%d.jsonl", me)))
 	if err != nil {
@@ -211,7 +211,9 @@ func (a *agent) tcp(ctx context.Context) error {
 		JobID: "chaos-" + regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(sc.Name, "-") + "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)}
 	if c := o.Cluster; c != nil {
 		spec.NProcPerNode, spec.NNodes, spec.NodeRank = 1, c.World, c.Rank
-		spec.MasterAddr, spec.MasterPort, spec.JobID = c.MasterAddr, c.MasterPort, c.JobID+"-"+spec.JobID[:6]
+		// Every node's agent must name the attempt's rendezvous alike: no clock, no pid.
+		spec.MasterAddr, spec.MasterPort = c.MasterAddr, c.MasterPort
+		spec.JobID = c.JobID + "-" + regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(sc.Name, "-")
 		addr := c.StoreAddr
 		if c.Rank == 0 {
 			if a.store, err = serveStore(ctx, c.ListenAddr()); err != nil {

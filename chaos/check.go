@@ -106,6 +106,7 @@ func Check(sc *Scenario, run Run, ref *Reference, evs []Event) *Report {
 
 	// 2. Finished, within the bound.
 	var done, end *Event
+	restarts := map[int]bool{}
 	for i := range evs {
 		switch evs[i].Kind {
 		case KindDone:
@@ -115,10 +116,11 @@ func Check(sc *Scenario, run Run, ref *Reference, evs []Event) *Report {
 		case KindJobEnd:
 			end = &evs[i]
 		case KindRestart:
-			rep.Restarts++
+			restarts[evs[i].Attempt] = true // every node's agent records the same restart
 		}
 		rep.Attempts = max(rep.Attempts, evs[i].Attempt+1)
 	}
+	rep.Restarts = len(restarts)
 	switch {
 	case end == nil:
 		bad("the history has no job_end: the agent did not finish recording")
