@@ -40,6 +40,19 @@ type Options struct {
 	Cluster *rdzv.Env
 	// Reference, when set, is the fault-free run (else computed here, in-process).
 	Reference *Reference
+	// Launcher, when set, starts and restarts the ranks instead of engine/dist/launch (the
+	// containers of chaos/container). If it also implements NodeControl, the node/* faults
+	// act through it.
+	Launcher Launcher
+	// StoreListen is where the agent's rendezvous store listens (default 127.0.0.1:0); ranks
+	// in containers need an address on their network.
+	StoreListen string
+}
+
+// Launcher starts the ranks of a job and restarts the group on failure, with the semantics of
+// engine/dist/launch.Run (Spec.MaxRestarts, Events, Store, Stdout, Env).
+type Launcher interface {
+	Run(ctx context.Context, spec launch.Spec) (exit int, err error)
 }
 
 // Execute runs sc and checks it. The report's Passed is the checker's verdict; err is set
@@ -77,8 +90,9 @@ func Execute(ctx context.Context, sc *Scenario, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := os.Geteuid() == 0 && o.Cluster == nil
+	root := os.Geteuid() == 0 && o.Cluster == nil && o.Launcher == nil
 	run := sc.Run(root)
+	_, run.Containers = o.Launcher.(NodeControl)
 	a := &agent{sc: sc, o: o, run: run, rec: rec, pids: map[int]int{}, lastStep: map[int]int{}, fired: map[string]bool{},
 		ckDir: filepath.Join(o.Dir, "checkpoints"), me: me}
 	rec.Record(Event{Kind: KindScenario, Rank: -1, Detail: sc.Name})
@@ -223,7 +237,11 @@ func (a *agent) tcp(ctx context.Context) error {
 		}
 		spec.Store = "tcp://" + addr
 	} else {
-		if a.store, err = serveStore(ctx, "127.0.0.1:0"); err != nil {
+		listen := o.StoreListen
+		if listen == "" {
+			listen = "127.0.0.1:0"
+		}
+		if a.store, err = serveStore(ctx, listen); err != nil {
 			return err
 		}
 		defer a.store.close()
@@ -233,7 +251,11 @@ func (a *agent) tcp(ctx context.Context) error {
 	spec.Env = []string{EnvWorker + "=" + string(js), EnvHistory + "=" + o.Dir, EnvCheckpoints + "=" + a.ckDir}
 	bctx, cancel := context.WithTimeout(ctx, time.Duration(sc.Bound))
 	defer cancel()
-	exit, err := launch.Run(bctx, spec)
+	run := launch.Run
+	if o.Launcher != nil {
+		run = o.Launcher.Run
+	}
+	exit, err := run(bctx, spec)
 	a.healAll()
 	detail := ""
 	switch {
@@ -412,7 +434,10 @@ func (t *agentTarget) World() int            { return t.a.sc.World }
 func (t *agentTarget) Run() Run              { return t.a.run }
 func (t *agentTarget) Tap() *Tap             { return nil }
 func (t *agentTarget) CheckpointDir() string { return t.a.ckDir }
-func (t *agentTarget) Nodes() NodeControl    { return nil }
+func (t *agentTarget) Nodes() NodeControl {
+	n, _ := t.a.o.Launcher.(NodeControl)
+	return n
+}
 func (t *agentTarget) Store() StoreControl {
 	if t.a.store == nil {
 		return nil
@@ -433,8 +458,8 @@ func (t *agentTarget) Signal(rank int, sig Signal) error {
 	t.a.mu.Lock()
 	pid, ok := t.a.pids[rank]
 	t.a.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("rank %d does not run under this agent", rank)
+	if !ok || pid <= 0 {
+		return fmt.Errorf("rank %d has no process of this agent's to signal", rank)
 	}
 	err := syscall.Kill(pid, syscall.Signal(sig))
 	if errors.Is(err, syscall.ESRCH) {

@@ -18,6 +18,9 @@ type Kill struct{}
 func (*Kill) Name() string { return "rank/kill" }
 func (*Kill) Site() Site   { return SiteRank }
 func (*Kill) Available(r Run) error {
+	if r.Containers {
+		return unsupported("rank/kill: a container's first process cannot SIGKILL itself (use node/kill)")
+	}
 	if r.Transport == "inproc" {
 		return unsupported("rank/kill: inproc ranks are goroutines, there is no process to kill (use --transport tcp)")
 	}
@@ -39,6 +42,9 @@ type Hang struct {
 func (*Hang) Name() string { return "rank/hang" }
 func (*Hang) Site() Site   { return SiteAgent }
 func (*Hang) Available(r Run) error {
+	if r.Containers {
+		return unsupported("rank/hang: the ranks are containers (use node/pause)")
+	}
 	if r.Transport == "inproc" {
 		return unsupported("rank/hang: inproc ranks are goroutines, there is no process to stop (use --transport tcp)")
 	}
@@ -75,6 +81,9 @@ type Slow struct {
 func (*Slow) Name() string { return "rank/slow" }
 func (*Slow) Site() Site   { return SiteAgent }
 func (s *Slow) Available(r Run) error {
+	if r.Containers {
+		return unsupported("rank/slow: the ranks are containers")
+	}
 	if r.Transport == "inproc" {
 		return unsupported("rank/slow: inproc ranks are goroutines, there is no process to slow (use --transport tcp)")
 	}

@@ -19,6 +19,9 @@ import (
 type checkpointFault interface{ afterCheckpoint() }
 
 func checkpointAvailable(name string, r Run) error {
+	if r.Containers {
+		return unsupported("%s: it kills the rank after the damage, which a container's first process cannot do to itself", name)
+	}
 	if r.Transport == "inproc" {
 		return unsupported("%s: it kills the rank's process after the damage (use --transport tcp)", name)
 	}

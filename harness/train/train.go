@@ -271,7 +271,10 @@ func save(ctx context.Context, cfg Config, m *Model, params map[string]*tensor.T
 	for k, v := range os {
 		ts[optPrefix+k] = v
 	}
-	w := checkpoint.Writer{Dir: cfg.CheckpointDir, Rank: rank, World: world, Layout: "dp=" + strconv.Itoa(world) + " replicated", Keep: 3, Timeout: timeout}
+	// The writer's bound trails the communicator's: a rank that goes silent in a checkpoint
+	// barrier is then reported by the barrier itself (E_TIMEOUT_COMM naming the rank), not as
+	// the writer's anonymous deadline (found by chaos's node/disconnect).
+	w := checkpoint.Writer{Dir: cfg.CheckpointDir, Rank: rank, World: world, Layout: "dp=" + strconv.Itoa(world) + " replicated", Keep: 3, Timeout: timeout + 2*time.Second}
 	if cfg.Comm != nil {
 		w.Barrier = cfg.Comm.Barrier
 	}
