@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Summary aggregates the reports of several runs (the --count runs of a random schedule).
@@ -119,3 +120,24 @@ func (s Summary) String() string {
 	fmt.Fprintf(&b, "time to recover: p50 %s  p95 %s  max %s  (%d)\n", dur(s.TTR.P50), dur(s.TTR.P95), dur(s.TTR.Max), s.TTR.N)
 	return b.String()
 }
+
+// Document is what `tessera-qa chaos --json` writes and `tessera-qa report ingest` reads
+// (harness/report/parse, kind "tessera-chaos").
+type Document struct {
+	Schema        int         `json:"schema"` // DocumentSchema
+	Kind          string      `json:"kind"`   // DocumentKind
+	Started       time.Time   `json:"started"`
+	Machine       string      `json:"machine,omitempty"`
+	Command       string      `json:"command,omitempty"`
+	Passed        bool        `json:"passed"`
+	BitsIdentical bool        `json:"bits_identical"` // every run ended with the fault-free run's parameters
+	Summary       Summary     `json:"summary"`
+	Scenarios     []*Report   `json:"scenarios"`
+	Specs         []*Scenario `json:"scenario_specs"`
+}
+
+// The chaos document's schema and kind.
+const (
+	DocumentSchema = 1
+	DocumentKind   = "tessera-chaos"
+)

@@ -41,7 +41,7 @@ func TestNodeFaultsOnContainers(t *testing.T) {
 	defer l.Close()
 	for _, f := range []chaos.Fault{&chaos.NodeKill{}, &chaos.NodePause{}, &chaos.NodeDisconnect{}} {
 		t.Run(strings.ReplaceAll(f.Name(), "/", "-"), func(t *testing.T) {
-			sc := &chaos.Scenario{Name: "container/" + f.Name(), World: 3, Steps: 40, CommTimeout: chaos.Duration(2 * time.Second),
+			sc := &chaos.Scenario{Name: "container/" + f.Name(), World: 3, Steps: 100, CommTimeout: chaos.Duration(2 * time.Second),
 				Faults: []chaos.Injection{{Fault: f, Rank: 1, Step: 15}}}
 			rep, err := chaos.Execute(context.Background(), sc, chaos.Options{Dir: filepath.Join(dir, strings.ReplaceAll(f.Name(), "/", "-")),
 				Args: []string{"chaos"}, Program: "/tessera-qa", Launcher: l, StoreListen: l.StoreListen(), Log: tlog{t}})
@@ -58,4 +58,7 @@ func TestNodeFaultsOnContainers(t *testing.T) {
 
 type tlog struct{ t *testing.T }
 
-func (w tlog) Write(p []byte) (int, error) { w.t.Log(strings.TrimRight(string(p), "\n")); return len(p), nil }
+func (w tlog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/tessera-qa/tessera-qa/chaos"
+	"github.com/tessera-qa/tessera-qa/chaos/container"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
 )
 
@@ -252,3 +253,44 @@ func freePort() int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// The ranks as containers on a private Docker network: node loss, a frozen node, a node cut
+// off the network. The agent acts through the Docker API, which takes a moment: the runs are
+// long enough (100 steps) for the fault to land before the job could end.
+var _ = Describe("ranks as containers (Docker)", Label("chaos", "docker"), Ordered, func() {
+	var l *container.Launcher
+	var dir string
+	BeforeAll(func() {
+		if err := container.Available(context.Background()); err != nil {
+			Skip("no Docker daemon answers: " + err.Error())
+		}
+		if binErr != "" {
+			Skip("no tessera-qa binary: " + binErr)
+		}
+		dir = GinkgoT().TempDir()
+		var err error
+		l, err = container.New(context.Background(), bin, dir)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() {
+			l.Close()
+			// Nothing of the scenarios is left: no container of the image, no network.
+			out, _ := exec.Command("/usr/bin/docker", "ps", "-aq", "--filter", "ancestor="+l.Image).CombinedOutput()
+			Expect(strings.TrimSpace(string(out))).To(BeEmpty(), "containers left behind")
+			out, _ = exec.Command("/usr/bin/docker", "network", "ls", "-q", "--filter", "name="+l.Net.Name).CombinedOutput()
+			Expect(strings.TrimSpace(string(out))).To(BeEmpty(), "network left behind")
+		})
+	})
+	for _, f := range []chaos.Fault{&chaos.NodeKill{}, &chaos.NodePause{}, &chaos.NodeDisconnect{}} {
+		It(f.Name()+" of rank 1 of 3 at step 15", func() {
+			sc := &chaos.Scenario{Name: "container/" + f.Name(), World: 3, Steps: 100, CommTimeout: chaos.Duration(commTimeout),
+				Faults: []chaos.Injection{{Fault: f, Rank: 1, Step: 15}}}
+			rep, err := chaos.Execute(context.Background(), sc, chaos.Options{Dir: filepath.Join(dir, strings.ReplaceAll(f.Name(), "/", "-")),
+				Program: "/tessera-qa", Args: []string{"chaos"}, Launcher: l, StoreListen: l.StoreListen(), Log: GinkgoWriter})
+			Expect(err).NotTo(HaveOccurred())
+			GinkgoWriter.Println(rep.Table())
+			expectRecovered(rep)
+			Expect(rep.Faults[0].Outcome).To(Equal("detected"))
+			Expect(rep.Restarts).To(Equal(1))
+		})
+	}
+})
