@@ -83,10 +83,6 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 				return nil
 			}
 			base.CommTimeout, base.Bound = chaos.Duration(commTimeout), chaos.Duration(bound)
-			specs, explicit, err := chaosScenarios(cmd, base, killRank, atStep, hangRank, hangFor, partition, faults, schedule, count, seed, scenFile, regressions)
-			if err != nil {
-				return err
-			}
 			var cluster *rdzv.Env
 			if train.InJob() {
 				env, err := rdzv.FromOS()
@@ -94,6 +90,15 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 					return err
 				}
 				cluster = &env
+				// The job's world is the world: one rank per task.
+				if cmd.Flags().Changed("world") && base.World != env.World {
+					return usage(cmd, "--world %d, but this job has %d tasks (one rank per task)", base.World, env.World)
+				}
+				base.World = env.World
+			}
+			specs, explicit, err := chaosScenarios(cmd, base, killRank, atStep, hangRank, hangFor, partition, faults, schedule, count, seed, scenFile, regressions)
+			if err != nil {
+				return err
 			}
 			root := os.Geteuid() == 0 && cluster == nil
 			if explicit {
