@@ -128,29 +128,15 @@ var _ = Describe("tessera-qa chaos", Label("chaos"), func() {
 		Expect(f.LostSteps).To(Equal(5), "killed after step 35, resumed from checkpoint 30")
 	})
 
-	It("passes seeded random fault schedules (--schedule random --count N --seed 1)", func() {
-		n := 10
-		if v := os.Getenv("TESSERA_CHAOS_SCHEDULES"); v != "" {
-			var err error
-			n, err = strconv.Atoi(v)
-			Expect(err).NotTo(HaveOccurred())
+	It("passes seeded random fault schedules (--schedule random --count 10 --seed 1)", func() {
+		randomSchedules(10)
+	})
+
+	It("passes the nightly size: 100 random fault schedules", Label("slow"), func() {
+		if os.Getenv("TESSERA_CHAOS_NIGHTLY") == "" {
+			Skip("the nightly size (about 5 minutes): set TESSERA_CHAOS_NIGHTLY=1")
 		}
-		code, out, _ := runCLI(nil, "chaos", "--schedule", "random", "--count", strconv.Itoa(n), "--seed", "1",
-			"--world", "3", "--comm-timeout", commTimeout.String(), "--json", "-")
-		r := parse(out)
-		for _, rep := range r.Scenarios {
-			Expect(rep.Violations).To(BeEmpty(), rep.Scenario)
-		}
-		Expect(code).To(Equal(0))
-		Expect(r.Summary.Runs).To(Equal(n))
-		Expect(r.Summary.SilentCorruptions).To(BeZero())
-		Expect(r.Summary.Hangs).To(BeZero())
-		Expect(r.Summary.Undetected).To(BeZero())
-		Expect(r.Summary.TTD.P95).To(BeNumerically("<=", 5))
-		Expect(r.Summary.TTR.P95).To(BeNumerically("<=", 30))
-		if f := os.Getenv("TESSERA_CI_OUT"); f != "" {
-			os.WriteFile(filepath.Join(f, "chaos-random.json"), []byte(out), 0o644)
-		}
+		randomSchedules(100)
 	})
 
 	It("fails (exit 1) when a planted bug lets a corrupted frame through: the checker sees the bits change", func() {
@@ -294,3 +280,25 @@ var _ = Describe("ranks as containers (Docker)", Label("chaos", "docker"), Order
 		})
 	}
 })
+
+// randomSchedules runs n seeded random schedules through the CLI and checks the summary
+// against the bounds.
+func randomSchedules(n int) {
+
+	code, out, _ := runCLI(nil, "chaos", "--schedule", "random", "--count", strconv.Itoa(n), "--seed", "1",
+		"--world", "3", "--comm-timeout", commTimeout.String(), "--json", "-")
+	r := parse(out)
+	for _, rep := range r.Scenarios {
+		Expect(rep.Violations).To(BeEmpty(), rep.Scenario)
+	}
+	Expect(code).To(Equal(0))
+	Expect(r.Summary.Runs).To(Equal(n))
+	Expect(r.Summary.SilentCorruptions).To(BeZero())
+	Expect(r.Summary.Hangs).To(BeZero())
+	Expect(r.Summary.Undetected).To(BeZero())
+	Expect(r.Summary.TTD.P95).To(BeNumerically("<=", 5))
+	Expect(r.Summary.TTR.P95).To(BeNumerically("<=", 30))
+	if f := os.Getenv("TESSERA_CI_OUT"); f != "" {
+		os.WriteFile(filepath.Join(f, fmt.Sprintf("chaos-random-%d.json", n)), []byte(out), 0o644)
+	}
+}
