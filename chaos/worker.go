@@ -111,27 +111,30 @@ func (w *worker) observe(o train.Observation) {
 	case "step":
 		w.mu.Lock()
 		w.lastStep = o.Step
-		if o.Checkpoint {
-			w.lastCk = o.Step
-		}
 		w.mu.Unlock()
 		w.record(Event{Kind: KindStep, Step: o.Step, Bits: o.LossBits})
-		if o.Checkpoint {
-			w.record(Event{Kind: KindCheckpoint, Step: o.Step})
+		// A fault acts after the step's checkpoint when one is due.
+		if k := w.sc.CheckpointEvery; k <= 0 || o.Step%k != 0 {
+			w.trigger(o.Step, false)
 		}
-		w.trigger(o)
+	case "checkpoint":
+		w.mu.Lock()
+		w.lastCk = o.Step
+		w.mu.Unlock()
+		w.record(Event{Kind: KindCheckpoint, Step: o.Step})
+		w.trigger(o.Step, true)
 	}
 }
 
 // trigger injects every fault of this rank whose step has come and that has not acted yet.
-func (w *worker) trigger(o train.Observation) {
+func (w *worker) trigger(step int, checkpointed bool) {
 	for _, in := range w.sc.Faults {
 		site := in.Fault.Site()
-		if w.fired[in.ID] || site == SiteAgent || (site == SiteRank && in.Rank != w.self) || o.Step < in.Step {
+		if w.fired[in.ID] || site == SiteAgent || (site == SiteRank && in.Rank != w.self) || step < in.Step {
 			continue
 		}
 		_, ckFault := in.Fault.(checkpointFault)
-		if ckFault && !o.Checkpoint {
+		if ckFault && !checkpointed {
 			continue
 		}
 		if err := in.Fault.Available(w.run); err != nil {
@@ -140,7 +143,7 @@ func (w *worker) trigger(o train.Observation) {
 			continue
 		}
 		w.fired[in.ID] = true
-		ev := Event{Kind: KindInject, Fault: in.ID, Name: in.Fault.Name(), Step: o.Step}
+		ev := Event{Kind: KindInject, Fault: in.ID, Name: in.Fault.Name(), Step: step}
 		if ckFault {
 			ev.Damaged = w.lastCk
 		}

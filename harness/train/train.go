@@ -55,8 +55,9 @@ type Config struct {
 	// its checkpoint, if one is due): the chaos and resume specs' real crash.
 	KillAtStep int
 	// Observe, when set, is told on this rank (every rank, unlike Progress) of the checkpoint
-	// it resumed from and of every step it applied, after that step's checkpoint when one was
-	// due: the chaos harness records its history from these calls and injects faults at them.
+	// it resumed from, of every step as soon as it is applied to the parameters, and of every
+	// checkpoint once this rank's save returned (committed): the chaos harness records its
+	// history from these calls and injects faults at them.
 	Observe func(Observation)
 	// Wrap, when set, wraps this rank's transport (Rank, Inproc) before the communicator is
 	// made: the chaos harness acts on the real outgoing frames through dist.Intercept.
@@ -65,12 +66,11 @@ type Config struct {
 
 // Observation is one thing a rank did, for Config.Observe.
 type Observation struct {
-	Kind       string   // "resume" (Step: the checkpoint's step, 0 for a fresh start) or "step"
-	Rank       int      // the rank that observed it
-	Step       int      //
-	LossBits   string   // "step": the averaged loss's bits, as in Result.Losses
-	Checkpoint bool     // "step": a checkpoint of this step was committed
-	Notices    []string // "resume": the checkpoint loader's notices (fallbacks past damaged steps)
+	Kind     string   // "resume" (Step: the checkpoint's step, 0 for a fresh start), "step" or "checkpoint"
+	Rank     int      // the rank that observed it
+	Step     int      //
+	LossBits string   // "step": the averaged loss's bits, as in Result.Losses
+	Notices  []string // "resume": the checkpoint loader's notices (fallbacks past damaged steps)
 }
 
 // Result is what a run reports (rank 0's JSON).
@@ -184,14 +184,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if cfg.Progress != nil {
 			cfg.Progress(step, lv)
 		}
-		saved := cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0
-		if saved {
+		if cfg.Observe != nil {
+			cfg.Observe(Observation{Kind: "step", Rank: rank, Step: step, LossBits: res.Losses[len(res.Losses)-1].Bits})
+		}
+		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 {
 			if err := save(ctx, cfg, m, params, opt, step, rank, world, timeout); err != nil {
 				return nil, err
 			}
-		}
-		if cfg.Observe != nil {
-			cfg.Observe(Observation{Kind: "step", Rank: rank, Step: step, LossBits: res.Losses[len(res.Losses)-1].Bits, Checkpoint: saved})
+			if cfg.Observe != nil {
+				cfg.Observe(Observation{Kind: "checkpoint", Rank: rank, Step: step})
+			}
 		}
 		if step == cfg.KillAtStep {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
