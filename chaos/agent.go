@@ -289,7 +289,7 @@ func (a *agent) checkpointFS() (func(), error) {
 	if !need {
 		return func() {}, nil
 	}
-	if err := mountTmpfs(a.ckDir, "32m"); err != nil {
+	if err := mountTmpfs(a.ckDir, "8m"); err != nil {
 		a.run.Root = false // disk/full is then unavailable, and says so
 		return func() {}, nil
 	}

@@ -307,18 +307,27 @@ func detection(evs []Event, ie *Event, ex Expect) *Event {
 	return nil
 }
 
-// maskedBy names an earlier fault of the same attempt that was already failing the group when
-// ie was injected (so ie could not be told apart), or "" when there is none.
+// maskedBy names another fault of the same attempt that failed the group: one injected
+// earlier (the group was already failing, so ie could not be told apart), or one detected
+// before ie could show (a fault that needs a later event, like the next checkpoint for
+// disk/full, never got it). "" when there is none. Masking never hides corruption: the bits
+// are checked regardless.
 func maskedBy(sc *Scenario, run Run, evs []Event, ie *Event, injected map[string]*Event) string {
 	ids := slices.Sorted(maps.Keys(injected))
 	for _, id := range ids {
 		o := injected[id]
-		if o == ie || o.Attempt != ie.Attempt || o.T.After(ie.T) {
+		if o == ie || o.Attempt != ie.Attempt {
 			continue
 		}
 		for _, in := range sc.Faults {
-			if in.ID == id && in.Fault.Expect(run).Restart {
+			if in.ID != id || !in.Fault.Expect(run).Restart {
+				continue
+			}
+			if !o.T.After(ie.T) {
 				return id
+			}
+			if detection(evs, o, in.Fault.Expect(run)) != nil {
+				return id + " (the attempt ended first)"
 			}
 		}
 	}

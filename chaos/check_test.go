@@ -265,3 +265,28 @@ func TestSummaryQuantiles(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// A fault that needs a later event to show (disk/full: the next checkpoint) is masked when
+// another fault of its attempt ends the attempt first.
+func TestCheckMasksAFaultTheAttemptEndedBefore(t *testing.T) {
+	ref := testRef(60)
+	sc := &Scenario{Name: "t", World: 3, Steps: 60, CheckpointEvery: 10,
+		Faults: []Injection{{Fault: &NaN{}, Rank: 0, Step: 55}, {Fault: &DiskFull{}, Rank: 1, Step: 52}}}
+	sc.Normalize()
+	h := newHist().attempt(0, 3, 0, 52, 10, ref)
+	h.add(Event{Kind: KindInject, Attempt: 0, Rank: 1, Step: 52, Fault: "f1", Name: "disk/full"})
+	h.attempt(0, 0, 52, 55, 10, ref)
+	for s := 53; s <= 55; s++ {
+		for r := range 3 {
+			h.add(Event{Kind: KindStep, Attempt: 0, Rank: r, Step: s, Bits: ref.Bits[s-1]})
+		}
+	}
+	h.add(Event{Kind: KindInject, Attempt: 0, Rank: 0, Step: 55, Fault: "f0", Name: "device/nan"})
+	h.add(Event{Kind: KindDetect, Attempt: 0, Rank: 2, Code: "E_NAN_INF"})
+	h.add(Event{Kind: KindRestart, Attempt: 1, Rank: -1})
+	h.attempt(1, 3, 50, 60, 10, ref).finish(1, ref)
+	r := check(t, sc, ref, h)
+	if !r.Passed || r.Faults[1].Outcome != "masked by f0 (the attempt ended first)" {
+		t.Fatalf("%v %+v", r.Violations, r.Faults)
+	}
+}
