@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -128,7 +129,9 @@ func (w *Writer) writeStep(stepDir string, st State) error {
 		return fail(err, "remove %s of an earlier attempt", RankFileName(w.Rank))
 	}
 	if err := w.writeOwn(stepDir, st); err != nil {
-		return fail(err, "write %s", RankFileName(w.Rank))
+		// A write that fails (disk full, I/O error) is the checkpoint's failure, whatever
+		// code the encoder gave it: it is not bad input (found by chaos's disk/full).
+		return &errs.Error{Code: errs.Checkpoint, Msg: fmt.Sprintf("checkpoint step %d: rank %d: write %s: %v", step, w.Rank, RankFileName(w.Rank), err), Err: err}
 	}
 	reached(phaseRenamed, w.Rank)
 	return nil

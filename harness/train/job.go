@@ -41,7 +41,11 @@ func Inproc(ctx context.Context, cfg Config, world int) (*Result, error) {
 	for r := range world {
 		go func() {
 			c := cfg
-			c.Comm = dist.NewComm(ts[r], dist.Options{Mode: dist.Deterministic, Timeout: cfg.Timeout})
+			var t dist.Transport = ts[r]
+			if cfg.Wrap != nil {
+				t = cfg.Wrap(t)
+			}
+			c.Comm = dist.NewComm(t, dist.Options{Mode: dist.Deterministic, Timeout: cfg.Timeout})
 			if r != 0 {
 				c.Progress = nil
 			}
@@ -79,7 +83,11 @@ func Rank(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer t.Close()
-	cfg.Comm = dist.NewComm(t, dist.Options{Mode: dist.Deterministic, Timeout: cfg.Timeout})
+	var tr dist.Transport = t
+	if cfg.Wrap != nil {
+		tr = cfg.Wrap(tr)
+	}
+	cfg.Comm = dist.NewComm(tr, dist.Options{Mode: dist.Deterministic, Timeout: cfg.Timeout})
 	if cfg.Comm.Rank() != 0 {
 		cfg.Progress = nil
 	}

@@ -54,6 +54,23 @@ type Config struct {
 	// KillAtStep, when > 0, makes the process SIGKILL itself right after that step (after
 	// its checkpoint, if one is due): the chaos and resume specs' real crash.
 	KillAtStep int
+	// Observe, when set, is told on this rank (every rank, unlike Progress) of the checkpoint
+	// it resumed from, of every step as soon as it is applied to the parameters, and of every
+	// checkpoint once this rank's save returned (committed): the chaos harness records its
+	// history from these calls and injects faults at them.
+	Observe func(Observation)
+	// Wrap, when set, wraps this rank's transport (Rank, Inproc) before the communicator is
+	// made: the chaos harness acts on the real outgoing frames through dist.Intercept.
+	Wrap func(dist.Transport) dist.Transport
+}
+
+// Observation is one thing a rank did, for Config.Observe.
+type Observation struct {
+	Kind     string   // "resume" (Step: the checkpoint's step, 0 for a fresh start), "step" or "checkpoint"
+	Rank     int      // the rank that observed it
+	Step     int      //
+	LossBits string   // "step": the averaged loss's bits, as in Result.Losses
+	Notices  []string // "resume": the checkpoint loader's notices (fallbacks past damaged steps)
 }
 
 // Result is what a run reports (rank 0's JSON).
@@ -130,6 +147,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.StartStep = ld.State.Step
 		}
 	}
+	if cfg.Observe != nil {
+		cfg.Observe(Observation{Kind: "resume", Rank: rank, Step: res.StartStep, Notices: res.Notices})
+	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = dist.DefaultTimeout
@@ -164,9 +184,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if cfg.Progress != nil {
 			cfg.Progress(step, lv)
 		}
+		if cfg.Observe != nil {
+			cfg.Observe(Observation{Kind: "step", Rank: rank, Step: step, LossBits: res.Losses[len(res.Losses)-1].Bits})
+		}
 		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 {
 			if err := save(ctx, cfg, m, params, opt, step, rank, world, timeout); err != nil {
 				return nil, err
+			}
+			if cfg.Observe != nil {
+				cfg.Observe(Observation{Kind: "checkpoint", Rank: rank, Step: step})
 			}
 		}
 		if step == cfg.KillAtStep {
@@ -247,7 +273,10 @@ func save(ctx context.Context, cfg Config, m *Model, params map[string]*tensor.T
 	for k, v := range os {
 		ts[optPrefix+k] = v
 	}
-	w := checkpoint.Writer{Dir: cfg.CheckpointDir, Rank: rank, World: world, Layout: "dp=" + strconv.Itoa(world) + " replicated", Keep: 3, Timeout: timeout}
+	// The writer's bound trails the communicator's: a rank that goes silent in a checkpoint
+	// barrier is then reported by the barrier itself (E_TIMEOUT_COMM naming the rank), not as
+	// the writer's anonymous deadline (found by chaos's node/disconnect).
+	w := checkpoint.Writer{Dir: cfg.CheckpointDir, Rank: rank, World: world, Layout: "dp=" + strconv.Itoa(world) + " replicated", Keep: 3, Timeout: timeout + 2*time.Second}
 	if cfg.Comm != nil {
 		w.Barrier = cfg.Comm.Barrier
 	}

@@ -10,6 +10,16 @@
 // MasterPort+1, or another free port when MasterPort is 0. Every rank runs in its own process
 // group, and every group is killed before Run returns, so no process the job started outlives
 // it.
+//
+// Restarts (torchelastic's --max-restarts): with Spec.MaxRestarts > 0, a failed group (a rank
+// exited non-zero or was killed) is torn down as usual and started again, up to MaxRestarts
+// times. Every attempt is a fresh rendezvous: its job id is the job's id with "-aN" appended
+// (N the attempt, 0 first), so no rank of one attempt can meet a rank of another; the store
+// stays up across attempts. Ranks see TORCHELASTIC_RESTART_COUNT (the attempt) and
+// TORCHELASTIC_MAX_RESTARTS, as under torchrun, and resume from their own checkpoints. A
+// signal to the launcher or ctx ending stops the job without a restart. On several nodes each
+// node's launcher restarts its own ranks; since the ranks of a data-parallel group fail
+// together (a rank that loses a peer fails), the nodes' attempt counts stay in step.
 package launch
 
 import (
@@ -65,11 +75,51 @@ type Spec struct {
 	Stdout, Stderr, Log io.Writer
 	// Signals, when set, replaces SIGINT/SIGTERM delivered to this process (tests).
 	Signals <-chan os.Signal
+
+	// MaxRestarts is how many times a failed group is started again (see the package doc);
+	// 0 never restarts and keeps the job id as it is.
+	MaxRestarts int
+	// Store, when set, is a rendezvous store served elsewhere (tcp://host:port or
+	// etcd://...): the launcher serves none and hands this one to the ranks.
+	Store string
+	// Events, when set, is told of every rank started and ended and of every restart, in
+	// order, from one goroutine at a time. A restart's event comes after every rank of the
+	// failed attempt has ended and its output was copied, and before any rank of the next
+	// attempt starts: a caller may repair things there (the chaos harness undoes its faults).
+	Events func(Event)
 }
+
+// EventKind says what an Event reports.
+type EventKind string
+
+const (
+	RankStarted EventKind = "rank_started" // Rank, PID
+	RankExited  EventKind = "rank_exited"  // Rank, PID, Code, How
+	Restarting  EventKind = "restart"      // Attempt is the attempt about to start; Code, How: the failure
+	GivingUp    EventKind = "give_up"      // the last failure, with no restart left (or not restartable)
+)
+
+// Event is one thing the launcher did or saw.
+type Event struct {
+	Kind    EventKind
+	Time    time.Time
+	Attempt int
+	Rank    int
+	PID     int
+	Code    int    // exit code, 128+signal when killed
+	How     string // "was killed by killed", "exited with code 1", or why there is no restart
+}
+
+// EnvRestartCount and EnvMaxRestarts are torchelastic's names for the attempt number and the
+// restart budget, set for every rank.
+const (
+	EnvRestartCount = "TORCHELASTIC_RESTART_COUNT"
+	EnvMaxRestarts  = "TORCHELASTIC_MAX_RESTARTS"
+)
 
 // The variables the launcher sets for every rank.
 var rankVars = []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
-	rdzv.EnvStore, rdzv.EnvJob, rdzv.EnvTimeout}
+	rdzv.EnvStore, rdzv.EnvJob, rdzv.EnvTimeout, EnvRestartCount, EnvMaxRestarts}
 
 func (s *Spec) check() error {
 	if s.NNodes == 0 {
@@ -96,6 +146,10 @@ func (s *Spec) check() error {
 		return errs.New(errs.Input, "launch: no program to run")
 	case s.Grace < 0 || s.Timeout < 0:
 		return errs.New(errs.Input, "launch: negative timeout or grace period")
+	case s.MaxRestarts < 0:
+		return errs.New(errs.Input, "launch: --max-restarts %d: want 0 or more", s.MaxRestarts)
+	case s.Store != "" && !strings.HasPrefix(s.Store, "tcp://") && !strings.HasPrefix(s.Store, "etcd://"):
+		return errs.New(errs.Input, "launch: store %q: want tcp://host:port or etcd://host:port[,...][/prefix]", s.Store)
 	}
 	if s.MasterAddr == "" {
 		s.MasterAddr = "127.0.0.1"
@@ -168,7 +222,7 @@ func Run(ctx context.Context, spec Spec) (exit int, err error) {
 	}
 	port := spec.MasterPort
 	var srv *rdzv.Server
-	if spec.NodeRank == 0 {
+	if spec.NodeRank == 0 && spec.Store == "" {
 		listen := net.JoinHostPort(spec.MasterAddr, strconv.Itoa(port))
 		if !rdzv.IsLoopback(spec.MasterAddr) {
 			listen = net.JoinHostPort("", strconv.Itoa(port))
@@ -198,30 +252,59 @@ func Run(ctx context.Context, spec Spec) (exit int, err error) {
 	}
 
 	world := spec.NNodes * spec.NProcPerNode
-	store := net.JoinHostPort(spec.MasterAddr, strconv.Itoa(port))
-	l := &launcher{spec: spec, out: &lineWriter{}}
-	base := childEnv(os.Environ(), spec.Env)
-	for local := range spec.NProcPerNode {
-		n := spec.NodeRank*spec.NProcPerNode + local
-		env := append(base[:len(base):len(base)],
-			"RANK="+strconv.Itoa(n), "WORLD_SIZE="+strconv.Itoa(world),
-			"LOCAL_RANK="+strconv.Itoa(local), "LOCAL_WORLD_SIZE="+strconv.Itoa(spec.NProcPerNode),
-			"GROUP_RANK="+strconv.Itoa(spec.NodeRank),
-			"MASTER_ADDR="+spec.MasterAddr, "MASTER_PORT="+strconv.Itoa(masterPort),
-			rdzv.EnvStore+"=tcp://"+store, rdzv.EnvJob+"="+spec.JobID)
-		if spec.Timeout > 0 {
-			env = append(env, rdzv.EnvTimeout+"="+spec.Timeout.String())
-		}
-		if err := l.start(n, prog, env); err != nil {
-			l.teardown(syscall.SIGKILL)
-			for range l.ranks {
-				<-l.exits
-			}
-			l.finishOutput()
-			return 3, err
-		}
+	store := spec.Store
+	if store == "" {
+		store = "tcp://" + net.JoinHostPort(spec.MasterAddr, strconv.Itoa(port))
 	}
-	return l.wait(ctx, sigs)
+	base := childEnv(os.Environ(), spec.Env)
+	for attempt := 0; ; attempt++ {
+		job := spec.JobID
+		if spec.MaxRestarts > 0 {
+			job += "-a" + strconv.Itoa(attempt)
+		}
+		l := &launcher{spec: spec, out: &lineWriter{}, attempt: attempt}
+		for local := range spec.NProcPerNode {
+			n := spec.NodeRank*spec.NProcPerNode + local
+			env := append(base[:len(base):len(base)],
+				"RANK="+strconv.Itoa(n), "WORLD_SIZE="+strconv.Itoa(world),
+				"LOCAL_RANK="+strconv.Itoa(local), "LOCAL_WORLD_SIZE="+strconv.Itoa(spec.NProcPerNode),
+				"GROUP_RANK="+strconv.Itoa(spec.NodeRank),
+				"MASTER_ADDR="+spec.MasterAddr, "MASTER_PORT="+strconv.Itoa(masterPort),
+				rdzv.EnvStore+"="+store, rdzv.EnvJob+"="+job,
+				EnvRestartCount+"="+strconv.Itoa(attempt), EnvMaxRestarts+"="+strconv.Itoa(spec.MaxRestarts))
+			if spec.Timeout > 0 {
+				env = append(env, rdzv.EnvTimeout+"="+spec.Timeout.String())
+			}
+			if err := l.start(n, prog, env); err != nil {
+				l.teardown(syscall.SIGKILL)
+				for range l.ranks {
+					l.ended(<-l.exits)
+				}
+				l.finishOutput()
+				return 3, err
+			}
+		}
+		exit, err := l.wait(ctx, sigs)
+		if exit == 0 && err == nil {
+			return 0, nil
+		}
+		why := ""
+		switch {
+		case err != nil || l.signalled:
+			why = "stopped, not failed: no restart"
+		case attempt >= spec.MaxRestarts:
+			why = fmt.Sprintf("no restart left (--max-restarts %d)", spec.MaxRestarts)
+		}
+		if why != "" {
+			if spec.MaxRestarts > 0 {
+				l.logf("giving up after attempt %d: %s", attempt, why)
+			}
+			l.event(Event{Kind: GivingUp, Attempt: attempt, Rank: l.first, Code: exit, How: why})
+			return exit, err
+		}
+		l.logf("rank %d failed (exit %d); restarting the group (restart %d of %d)", l.first, exit, attempt+1, spec.MaxRestarts)
+		l.event(Event{Kind: Restarting, Attempt: attempt + 1, Rank: l.first, Code: exit, How: l.firstHow})
+	}
 }
 
 // freePort asks the kernel for a port on host that is free now.
@@ -251,11 +334,33 @@ func childEnv(environ, extra []string) []string {
 }
 
 type launcher struct {
-	spec  Spec
-	ranks []*rank
-	out   *lineWriter
-	wg    sync.WaitGroup // output copiers
-	exits chan exited
+	spec    Spec
+	attempt int
+	ranks   []*rank
+	out     *lineWriter
+	wg      sync.WaitGroup // output copiers
+	exits   chan exited
+
+	first     int    // the first failing rank (-1: none)
+	firstHow  string // how it ended
+	signalled bool   // a signal to the launcher stopped the job
+}
+
+func (l *launcher) event(e Event) {
+	if l.spec.Events != nil {
+		e.Time = time.Now()
+		if e.Attempt == 0 {
+			e.Attempt = l.attempt
+		}
+		l.spec.Events(e)
+	}
+}
+
+// ended records a rank's end.
+func (l *launcher) ended(e exited) {
+	r := l.byN(e.rank)
+	r.ended = true
+	l.event(Event{Kind: RankExited, Rank: e.rank, PID: r.pid, Code: e.code, How: e.how})
 }
 
 func (l *launcher) logf(format string, args ...any) {
@@ -289,6 +394,7 @@ func (l *launcher) start(n int, prog string, env []string) error {
 	}
 	r.pid, r.outs = cmd.Process.Pid, ours
 	l.ranks = append(l.ranks, r)
+	l.event(Event{Kind: RankStarted, Rank: n, PID: r.pid})
 	prefix := []byte(fmt.Sprintf("[rank %d] ", n))
 	for i, w := range []io.Writer{l.spec.Stdout, l.spec.Stderr} {
 		l.wg.Add(1)
@@ -324,6 +430,7 @@ func exitOf(n int, ps *os.ProcessState, err error) exited {
 func (l *launcher) wait(ctx context.Context, sigs <-chan os.Signal) (int, error) {
 	running := len(l.ranks)
 	first := -1
+	l.first = -1
 	exit := 0
 	var runErr error
 	var killTimer <-chan time.Time
@@ -340,9 +447,10 @@ func (l *launcher) wait(ctx context.Context, sigs <-chan os.Signal) (int, error)
 		select {
 		case e := <-l.exits:
 			running--
-			l.byN(e.rank).ended = true
+			l.ended(e)
 			if e.code != 0 && first < 0 {
 				first, exit = e.rank, e.code
+				l.first, l.firstHow = e.rank, e.how
 				if running > 0 && !stopping {
 					l.logf("rank %d %s; terminating the other ranks", e.rank, e.how)
 					stop(syscall.SIGTERM)
@@ -361,6 +469,7 @@ func (l *launcher) wait(ctx context.Context, sigs <-chan os.Signal) (int, error)
 				continue
 			}
 			l.logf("%s: forwarding it to the ranks", sig)
+			l.signalled = true
 			stop(sig)
 		case <-done:
 			done = nil

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +81,13 @@ func runRole(role string) int {
 			fmt.Fprintln(os.Stderr, err)
 		}
 		return exit
+	case "fail-once":
+		// Rank 1 of the first attempt fails; every rank of later attempts exchanges frames.
+		fmt.Printf("attempt=%s job=%s\n", os.Getenv(EnvRestartCount), os.Getenv("TESSERA_RDZV_JOB"))
+		if rank == 1 && os.Getenv(EnvRestartCount) == "0" {
+			return 7
+		}
+		return exchange()
 	case "env":
 		for _, k := range rankVars {
 			fmt.Printf("%s=%s\n", k, os.Getenv(k))
@@ -492,4 +500,83 @@ func freePortIn(t *testing.T, lo, hi int) int {
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+func TestLaunchRestartsAFailedGroup(t *testing.T) {
+	s, out, errOut := spec("fail-once", 3)
+	s.MaxRestarts = 2
+	s.JobID = "restart-test"
+	s.Grace = 500 * time.Millisecond
+	var mu sync.Mutex
+	var evs []Event
+	s.Events = func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }
+	exit, err := Run(context.Background(), s)
+	if err != nil || exit != 0 {
+		t.Fatalf("exit %d err %v\nstdout:\n%s\nstderr:\n%s", exit, err, out, errOut)
+	}
+	// Attempt 0 and attempt 1 each started 3 ranks; one restart between them, after every rank
+	// of attempt 0 ended.
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, fmt.Sprintf("%s@%d", e.Kind, e.Attempt))
+	}
+	restart := slices.IndexFunc(evs, func(e Event) bool { return e.Kind == Restarting })
+	if restart < 0 || evs[restart].Attempt != 1 || evs[restart].Rank != 1 || evs[restart].Code != 7 {
+		t.Fatalf("no restart event for rank 1's exit 7: %v", kinds)
+	}
+	for _, e := range evs[:restart] {
+		if e.Attempt != 0 {
+			t.Errorf("event of attempt %d before the restart: %v", e.Attempt, kinds)
+		}
+	}
+	if n := strings.Count(strings.Join(kinds, " "), "rank_exited@0"); n != 3 {
+		t.Errorf("%d ranks of attempt 0 ended before the restart, want 3: %v", n, kinds)
+	}
+	for _, e := range evs[restart+1:] {
+		if e.Attempt != 1 {
+			t.Errorf("event of attempt %d after the restart: %v", e.Attempt, kinds)
+		}
+	}
+	o := out.String()
+	for _, want := range []string{"attempt=0 job=" + s.JobID + "-a0", "attempt=1 job=" + s.JobID + "-a1", "sum=6"} {
+		if !strings.Contains(o, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, o)
+		}
+	}
+	if !strings.Contains(errOut.String(), "restarting the group (restart 1 of 2)") {
+		t.Errorf("no restart line:\n%s", errOut)
+	}
+}
+
+func TestLaunchGivesUpAfterMaxRestarts(t *testing.T) {
+	s, out, errOut := spec("fail-or-hang", 2)
+	s.MaxRestarts = 1
+	s.Grace = 300 * time.Millisecond
+	restarts, gaveUp := 0, 0
+	s.Events = func(e Event) {
+		switch e.Kind {
+		case Restarting:
+			restarts++
+		case GivingUp:
+			gaveUp++
+		}
+	}
+	exit, err := Run(context.Background(), s)
+	if err != nil || exit != 3 {
+		t.Fatalf("exit %d err %v, want 3\nstdout:\n%s\nstderr:\n%s", exit, err, out, errOut)
+	}
+	if restarts != 1 || gaveUp != 1 {
+		t.Errorf("%d restarts and %d give-ups, want 1 and 1", restarts, gaveUp)
+	}
+	if !strings.Contains(errOut.String(), "no restart left (--max-restarts 1)") {
+		t.Errorf("no give-up line:\n%s", errOut)
+	}
+}
+
+func TestLaunchRefusesNegativeRestarts(t *testing.T) {
+	s, _, _ := spec("env", 1)
+	s.MaxRestarts = -1
+	if exit, err := Run(context.Background(), s); exit != 2 || errs.CodeOf(err) != errs.Input {
+		t.Fatalf("exit %d err %v", exit, err)
+	}
 }

@@ -11,11 +11,11 @@ import (
 // Report is a validated file: the rows to write and what the file says about its run
 // (Batch.Run holds the file's own commit, machine, ... and may be partly empty).
 type Report struct {
-	Kind  string // "results", "ginkgo", "bench", "collectives"
+	Kind  string // "results", "ginkgo", "bench", "collectives", "chaos"
 	Batch store.Batch
 }
 
-// Parse validates a report of any of the four kinds (results, Ginkgo, bench, collectives).
+// Parse validates a report of any of the five kinds (results, Ginkgo, bench, collectives, chaos).
 // Nothing it accepts can upset the store: names are bounded and free of control characters,
 // text is valid UTF-8 without NUL, numbers are finite and in range. Errors are one line,
 // E_PARSE or E_INPUT, naming the file and where.
@@ -41,6 +41,8 @@ func Parse(name string, data []byte) (*Report, error) {
 		p, err = parseCollectives(name, data, true)
 	case "collectives-rows":
 		p, err = parseCollectives(name, data, false)
+	case "chaos":
+		p, err = parseChaos(name, data)
 	}
 	if err != nil {
 		return nil, err
@@ -65,6 +67,9 @@ func sniff(name string, data []byte) (string, error) {
 		}
 		if string(bytes.TrimSpace(first["kind"])) == `"`+CollectivesKind+`"` {
 			return "collectives", nil
+		}
+		if string(bytes.TrimSpace(first["kind"])) == `"`+ChaosKind+`"` {
+			return "chaos", nil
 		}
 		if _, ok := first["rows"]; ok {
 			return "bench", nil

@@ -24,10 +24,15 @@ to every rank; when a rank fails, the others get SIGTERM, then SIGKILL after --g
 launcher exits with the first failing rank's exit code (128+signal for a killed rank). No
 process of the job is left when it returns.
 
+--max-restarts N (torchelastic's): a failed group is torn down and started again up to N
+times, each attempt a fresh rendezvous (job id suffixed "-aN") with TORCHELASTIC_RESTART_COUNT
+set; ranks resume from their own checkpoints. A signal to the launcher never restarts.
+
 Exit: the ranks' code (0 when all succeeded); 2 for bad usage (E_INPUT: --nproc-per-node 0,
 --node-rank outside --nnodes, no PROGRAM); 3 when the rendezvous store cannot be served
 (E_COMM_INIT: --master-port in use) or a rank cannot be started.`,
 		Example: `  tessera-qa launch --nproc-per-node 3 -- tessera-qa collectives --transport tcp
+  tessera-qa launch --nproc-per-node 2 --max-restarts 3 -- tessera-qa train --transport tcp --checkpoint-dir ck --checkpoint-every 10 --resume
   tessera-qa launch --nproc-per-node 4 --nnodes 2 --node-rank 0 --master-addr node01 --master-port 29500 -- ./train`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -58,6 +63,7 @@ Exit: the ranks' code (0 when all succeeded); 2 for bad usage (E_INPUT: --nproc-
 	f.IntVar(&s.MasterPort, "master-port", 0, "the store's port (0: pick a free one; required with --nnodes > 1)")
 	f.DurationVar(&s.Timeout, "rdzv-timeout", 0, "how long ranks wait for each other (TESSERA_RDZV_TIMEOUT; 0: their default, 5m)")
 	f.DurationVar(&s.Grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when tearing ranks down")
+	f.IntVar(&s.MaxRestarts, "max-restarts", 0, "start a failed group again up to N times (torchelastic semantics)")
 	f.StringVar(&s.JobID, "job-id", "", "job id (default: TESSERA_RDZV_JOB, else random on one node, derived from the master on several)")
 	return cmd
 }
