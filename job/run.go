@@ -32,10 +32,12 @@ const (
 	SuiteCollectives = "collectives"
 	// SuiteTraining: short runs of the reference training workload (training.go).
 	SuiteTraining = "training"
+	// SuiteChaos: short in-process fault scenarios with the recovery checker (chaos.go).
+	SuiteChaos = "chaos"
 )
 
 // Suites lists every suite Run knows.
-var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives, SuiteTraining}
+var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives, SuiteTraining, SuiteChaos}
 
 // DefaultSmoke is the number of random smoke graphs a run draws by default.
 const DefaultSmoke = 200
@@ -249,6 +251,8 @@ func (r *runner) tasks(suite string) ([]task, error) {
 		return r.collectivesTasks(), nil
 	case SuiteTraining:
 		return r.trainingTasks(), nil
+	case SuiteChaos:
+		return r.chaosTasks(), nil
 	}
 	return nil, errs.New(errs.Internal, "no tasks for suite %q", suite)
 }
