@@ -30,8 +30,9 @@ type Writer struct {
 	Layout string // recorded in the manifest (how tensors are sharded); free-form
 
 	// Barrier returns once every rank has called it (the same call on every rank, e.g.
-	// dist.Comm.Barrier), or with an error when ctx ends first. Save calls it twice: after
-	// this rank's file is in place, and after rank 0 committed. It may be nil only when
+	// dist.Comm.Barrier), or with an error when ctx ends first. Save calls it three times:
+	// after checking whether the step is already committed, after this rank's file is in
+	// place, and after rank 0 committed. It may be nil only when
 	// World is 1. A Barrier that ignores ctx still cannot hold Save past the deadline.
 	Barrier func(ctx context.Context) error
 
@@ -61,9 +62,19 @@ func (w *Writer) Save(ctx context.Context, st State) error {
 	}
 	step := st.Step
 	stepDir := filepath.Join(w.Dir, StepDirName(step))
-	// A rank that fails locally still meets the others at both barriers, so that nobody waits
+	// A rank that fails locally still meets the others at every barrier, so that nobody waits
 	// for it until the deadline: rank 0 then finds its file missing and does not commit.
-	localErr := w.writeStep(stepDir, st)
+	// Every rank decides from the same files whether the step is already committed: the
+	// check reads only, and nobody writes before the barrier after it (found by chaos: when
+	// a rank rewrote its file of a damaged step while the others were still checking, they
+	// found the step intact again and refused, and the ranks' outcomes disagreed).
+	localErr := w.checkStep(stepDir, st)
+	if err := w.wait(ctx, step, "after checking "+StepDirName(step)); err != nil {
+		return errors.Join(localErr, err)
+	}
+	if localErr == nil {
+		localErr = w.writeStep(stepDir, st)
+	}
 	if err := w.wait(ctx, step, "after writing "+RankFileName(w.Rank)); err != nil {
 		return errors.Join(localErr, err)
 	}
@@ -96,26 +107,32 @@ func (w *Writer) Save(ctx context.Context, st State) error {
 	return nil
 }
 
-// writeStep is this rank's part before the first barrier: check st, refuse to rewrite an
-// intact commit, remove a broken one (rank 0) and this rank's file of an earlier attempt,
-// then write this rank's file.
+// checkStep checks st and refuses to rewrite an intact commit of its step. It only reads, so
+// every rank, checking before anyone writes, reaches the same decision.
+func (w *Writer) checkStep(stepDir string, st State) error {
+	step := st.Step
+	if err := checkState(st); err != nil {
+		return errs.Wrap(errs.Input, err, "checkpoint step %d: rank %d", step, w.Rank)
+	}
+	if _, err := os.Lstat(filepath.Join(stepDir, ManifestName)); err == nil {
+		if v := verifyStep(stepDir, step, -1, false); v.Status == Committed {
+			return errs.New(errs.Input, "checkpoint step %d: rank %d: already committed in %s; saving it again would rewrite it in place", step, w.Rank, stepDir)
+		}
+	}
+	return nil
+}
+
+// writeStep is this rank's part before the commit barrier: remove a broken commit of the step
+// (rank 0) and this rank's file of an earlier attempt, then write this rank's file.
 func (w *Writer) writeStep(stepDir string, st State) error {
 	step := st.Step
 	fail := func(err error, format string, args ...any) error {
 		return errs.Wrap(errs.Checkpoint, err, "checkpoint step %d: rank %d: "+format, append([]any{step, w.Rank}, args...)...)
 	}
-	if err := checkState(st); err != nil {
-		return errs.Wrap(errs.Input, err, "checkpoint step %d: rank %d", step, w.Rank)
-	}
 	manifest := filepath.Join(stepDir, ManifestName)
-	if _, err := os.Lstat(manifest); err == nil {
-		if v := verifyStep(stepDir, step, -1, false); v.Status == Committed {
-			return errs.New(errs.Input, "checkpoint step %d: rank %d: already committed in %s; saving it again would rewrite it in place", step, w.Rank, stepDir)
-		}
-		if w.Rank == 0 { // a broken commit of this step is no checkpoint; ours replaces it
-			if err := os.Remove(manifest); err != nil && !os.IsNotExist(err) {
-				return fail(err, "remove the broken %s", ManifestName)
-			}
+	if w.Rank == 0 { // checkStep found no intact commit: a manifest here is a broken one
+		if err := os.Remove(manifest); err != nil && !os.IsNotExist(err) {
+			return fail(err, "remove the broken %s", ManifestName)
 		}
 	}
 	if err := os.MkdirAll(stepDir, 0o755); err != nil {

@@ -130,7 +130,7 @@ func TestBarrierTimeoutIsCodedAndCommitsNothing(t *testing.T) {
 	w := &Writer{Dir: dir, Rank: 0, World: 2, Barrier: b.Wait, Timeout: 200 * time.Millisecond}
 	start := time.Now()
 	err := w.Save(context.Background(), testState(5, 20, 0, 10))
-	if errs.CodeOf(err) != errs.Timeout || !strings.Contains(err.Error(), "checkpoint step 20: rank 0: barrier after writing rank-0.npz") {
+	if errs.CodeOf(err) != errs.Timeout || !strings.Contains(err.Error(), "checkpoint step 20: rank 0: barrier after checking step-00000020") {
 		t.Fatalf("err = %v, want E_TIMEOUT naming step, rank and file", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
