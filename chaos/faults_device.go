@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
@@ -66,8 +67,10 @@ func (*IllegalAddress) Inject(ctx context.Context, t Target) (string, error) {
 }
 
 // OOM is device/oom: the rank's GPU memory is taken (allocations of Chunk bytes, default 1 GiB,
-// until the driver refuses) and held until the rank ends. The rank's next allocation must
-// fail with E_OOM.
+// until the driver refuses) and held until the rank ends, and the CUDA backend's caching
+// allocator is trimmed, so that the rank's next step must allocate. That allocation must
+// fail with E_OOM. (Without the trim the fault went undetected on the H100: after its first
+// step the workload allocates nothing new, every buffer comes from the cache.)
 type OOM struct {
 	Chunk int64 `json:"chunk,omitempty"`
 }
@@ -93,5 +96,15 @@ func (o *OOM) Inject(ctx context.Context, t Target) (string, error) {
 		}
 		held += chunk
 	}
-	return fmt.Sprintf("holding %d MiB of device memory", held>>20), nil
+	trimmed := "the backend's cache was not trimmed"
+	if b, err := backend.Get("cuda"); err == nil {
+		if cb, ok := b.(*cuda.Backend); ok {
+			if err := cb.Trim(); err != nil {
+				trimmed = "trimming the backend's cache failed: " + err.Error()
+			} else {
+				trimmed = "the backend's cache trimmed"
+			}
+		}
+	}
+	return fmt.Sprintf("holding %d MiB of device memory, %s", held>>20, trimmed), nil
 }
