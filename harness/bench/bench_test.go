@@ -3,7 +3,9 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +87,8 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("%s: a check compared nothing (%d vs torch, %d vs ref)", r.Case, r.Check.Elements, r.RefCheck.Elements)
 		}
 	}
-	if eng.timed != len(cases) || strings.Count(log.String(), "\n") != len(cases) {
+	// Each case is timed in DefaultRounds rounds (alternating which side goes first).
+	if eng.timed != DefaultRounds*len(cases) || strings.Count(log.String(), "\n") != len(cases) {
 		t.Errorf("%d engine timings, log:\n%s", eng.timed, log.String())
 	}
 	meta := Meta{Machine: "host", Started: time.Unix(1700000000, 0), Device: dev, Oracle: orc.Describe(), Torch: orc.Version(), Opt: opt, Command: "tessera-qa bench --vs torch"}
@@ -221,5 +224,52 @@ func TestMedian(t *testing.T) {
 	}
 	if m := median([]float64{4, 1, 2, 3}); m != 2.5 {
 		t.Errorf("median of 4 = %g", m)
+	}
+}
+
+// orderLog records which side ran, in order.
+type orderLog struct{ calls []string }
+
+type loggedEngine struct {
+	Engine
+	log *orderLog
+}
+
+func (e loggedEngine) Time(p *compiler.Program, in map[string]*tensor.Tensor, warmup, reps int) ([]float64, error) {
+	e.log.calls = append(e.log.calls, fmt.Sprintf("engine:%d", reps))
+	return e.Engine.Time(p, in, warmup, reps)
+}
+
+type loggedOracle struct {
+	RefOracle
+	log *orderLog
+}
+
+func (o loggedOracle) Run(req Request) (Reply, error) {
+	o.log.calls = append(o.log.calls, fmt.Sprintf("torch:%d", req.Reps))
+	return o.RefOracle.Run(req)
+}
+
+// Neither side always runs after the other: the reps are split into rounds whose order
+// alternates, torch first in round 0, and every rep of every round is kept.
+func TestTimingAlternatesWhichSideGoesFirst(t *testing.T) {
+	cases, err := Select(Selection{Shapes: []string{"24x300"}, DTypes: []string{"f32"}, Ops: []string{"copy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &orderLog{}
+	rows, _, err := Run(loggedEngine{newFake(t, 1), log}, loggedOracle{RefOracle{MS: 2}, log}, cases, Options{Reps: 8, Seed: 1, Rounds: 4})
+	if err != nil || !rows[0].Passed() {
+		t.Fatalf("err %v, row %s", err, rows[0].Verdict())
+	}
+	want := []string{"torch:2", "engine:2", "engine:2", "torch:2", "torch:2", "engine:2", "engine:2", "torch:2"}
+	if !slices.Equal(log.calls, want) {
+		t.Fatalf("order %v, want %v", log.calls, want)
+	}
+	if len(rows[0].EngineSamples) != 8 || len(rows[0].TorchSamples) != 8 {
+		t.Fatalf("%d engine and %d torch samples, want 8 each", len(rows[0].EngineSamples), len(rows[0].TorchSamples))
+	}
+	if s := Spread([]float64{1, 1, 1, 2, 3}); s != 2 {
+		t.Fatalf("Spread = %v, want (3-1)/1", s)
 	}
 }

@@ -92,10 +92,11 @@ func PrintTable(w io.Writer, m Meta, rows []Row) {
 	fmt.Fprintf(w, "bench --vs torch on %s; %s\n", m.Device.Name, m.Oracle)
 	fmt.Fprintf(w, "median of %d reps after %d warm-up runs, CUDA events, L2 flushed (%d MiB written) before every rep; inputs seed %d\n",
 		m.Opt.Reps, m.Opt.Warmup, 2*max(m.Device.L2Bytes, 1<<20)>>20, m.Opt.Seed)
-	fmt.Fprintf(w, "SPEEDUP = torch ms / engine ms (>1: the engine is faster); TFLOP/S, GB/S: the engine's (GB/s counts each input read and the output written once)\n\n")
+	fmt.Fprintf(w, "SPEEDUP = torch ms / engine ms (>1: the engine is faster); TFLOP/S, GB/S: the engine's (GB/s counts each input read and the output written once)\n")
+	fmt.Fprintf(w, "each side's reps run in rounds that alternate which side goes first; ± = (p90 - p10) / median of that side's reps\n\n")
 	best, who := CopyGBps(rows)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "OP\tDTYPE\tSHAPE\tPATH\tENGINE_MS\tTORCH_MS\tTFLOP/S\tGB/S\t%COPY\tSPEEDUP\tCHECK\t")
+	fmt.Fprintln(tw, "OP\tDTYPE\tSHAPE\tPATH\tENGINE_MS\t±\tTORCH_MS\t±\tTFLOP/S\tGB/S\t%COPY\tSPEEDUP\tCHECK\t")
 	for _, r := range rows {
 		check := "pass"
 		if !r.Passed() {
@@ -105,8 +106,8 @@ func PrintTable(w io.Writer, m Meta, rows []Row) {
 		if memoryBound(r) && best > 0 && r.Timed() {
 			pct = fmt.Sprintf("%.0f%%", 100*r.GBps()/best)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Op, r.DType, ShapeString(r.Shape), orDash(r.Path),
-			num(r.EngineMS, 4), num(r.TorchMS, 4), num(r.TFLOPS(), 1), num(r.GBps(), 0), pct, speed(r), check)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Op, r.DType, ShapeString(r.Shape), orDash(r.Path),
+			num(r.EngineMS, 4), spread(r.EngineSamples), num(r.TorchMS, 4), spread(r.TorchSamples), num(r.TFLOPS(), 1), num(r.GBps(), 0), pct, speed(r), check)
 	}
 	tw.Flush()
 	if best > 0 {
@@ -117,6 +118,14 @@ func PrintTable(w io.Writer, m Meta, rows []Row) {
 			fmt.Fprintf(w, "%s: %s\n", r.Case, r.Verdict())
 		}
 	}
+}
+
+// spread prints Spread as a percentage ("-" without samples).
+func spread(samples []float64) string {
+	if len(samples) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*Spread(samples))
 }
 
 func orDash(s string) string {

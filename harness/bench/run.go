@@ -24,7 +24,14 @@ type Options struct {
 	// (0: DefaultRefRows); the CPU golden model cannot afford the full shapes.
 	RefRows int
 	Log     io.Writer // one progress line per case; nil: none
+	// Rounds splits the reps into rounds that alternate which side goes first (torch in
+	// round 0, the engine in round 1, ...), so neither side always runs after the other
+	// (0: DefaultRounds).
+	Rounds int
 }
+
+// DefaultRounds is the number of alternating timing rounds per case.
+const DefaultRounds = 4
 
 // DefaultRefRows keeps the golden-model check of an 8192^3 matmul under a second.
 const DefaultRefRows = 4
@@ -170,7 +177,15 @@ func runCase(e Engine, o Oracle, c Case, opt Options, dev Device, dir string) (r
 
 	outFile := dir + "/out.bin"
 	defer os.Remove(outFile)
-	reply, err := o.Run(Request{Op: c.Op, Inputs: files, Output: outFile, Warmup: opt.Warmup, Reps: opt.Reps, FlushBytes: 2 * max(dev.L2Bytes, 1<<20)})
+	rounds := opt.Rounds
+	if rounds <= 0 {
+		rounds = DefaultRounds
+	}
+	rounds = max(min(rounds, opt.Reps), 1)
+	per := (opt.Reps + rounds - 1) / rounds
+	torchReq := Request{Op: c.Op, Inputs: files, Output: outFile, Warmup: opt.Warmup, Reps: per, FlushBytes: 2 * max(dev.L2Bytes, 1<<20)}
+	// Round 0: torch first (its first reply also carries the output the check needs).
+	reply, err := o.Run(torchReq)
 	switch {
 	case err != nil:
 		r.Err = "torch: " + err.Error()
@@ -197,14 +212,52 @@ func runCase(e Engine, o Oracle, c Case, opt Options, dev Device, dir string) (r
 	if !r.Check.Pass || !r.RefCheck.Pass {
 		return r
 	}
-	times, err := e.Time(p, inputs, opt.Warmup, opt.Reps)
-	if err != nil {
-		r.Err = "engine timing: " + err.Error()
-		return r
+	torchTimes := slices.Clone(reply.TimesMS)
+	var engineTimes []float64
+	engine := func() error {
+		ts, err := e.Time(p, inputs, opt.Warmup, per)
+		engineTimes = append(engineTimes, ts...)
+		return err
 	}
-	r.EngineSamples, r.TorchSamples = times, reply.TimesMS
-	r.EngineMS, r.TorchMS = median(times), median(reply.TimesMS)
+	torch := func() error {
+		rep, err := o.Run(torchReq)
+		switch {
+		case err != nil:
+			return err
+		case rep.Type == "error":
+			return fmt.Errorf("%s", rep.Error)
+		}
+		torchTimes = append(torchTimes, rep.TimesMS...)
+		return nil
+	}
+	for round := range rounds {
+		order := []func() error{engine} // round 0: torch already ran first
+		if round > 0 && round%2 == 0 {
+			order = []func() error{torch, engine}
+		} else if round > 0 {
+			order = []func() error{engine, torch}
+		}
+		for _, f := range order {
+			if err := f(); err != nil {
+				r.Err = "timing: " + err.Error()
+				return r
+			}
+		}
+	}
+	r.EngineSamples, r.TorchSamples = engineTimes, torchTimes
+	r.EngineMS, r.TorchMS = median(engineTimes), median(torchTimes)
 	return r
+}
+
+// Spread is (p90 - p10) / median of samples: how much a side's reps disagree.
+func Spread(samples []float64) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	at := func(q float64) float64 { return s[min(int(q*float64(len(s)-1)+0.5), len(s)-1)] }
+	return ratio(at(0.9)-at(0.1), median(s))
 }
 
 func shapesOf(ins []input) [][]int {
