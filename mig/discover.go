@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -27,7 +28,8 @@ func Discover(ctx context.Context) ([]GPU, string, error) {
 	}
 	out, serr := runSMI(ctx)
 	if serr != nil {
-		return nil, "", errs.New(errs.NoDevice, "no GPU discovery: %v; nvidia-smi -L: %v", nerr, serr)
+		return nil, "", errs.New(errs.NoDevice, "no GPU discovery: %s; nvidia-smi -L: %v",
+			strings.TrimPrefix(nerr.Error(), string(errs.NoDevice)+": "), serr)
 	}
 	gpus, err := ParseSMI(out)
 	if err != nil {

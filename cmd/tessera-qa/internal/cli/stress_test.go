@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/mig"
 	"github.com/tessera-qa/tessera-qa/stress"
 )
 
@@ -40,5 +45,46 @@ func TestStressGoroutinesJSON(t *testing.T) {
 	}
 	if !r.Pass || r.Graphs == 0 || r.Mismatches != 0 || len(r.Latency) != 2 || len(r.Monitors) == 0 {
 		t.Fatalf("report: %+v", r)
+	}
+}
+
+func TestDevicesListsPartitions(t *testing.T) {
+	b, err := os.ReadFile("../../../../mig/testdata/h100-mixed.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := mig.ParseSMI(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := discoverGPUs
+	t.Cleanup(func() { discoverGPUs = old })
+	discoverGPUs = func(context.Context) ([]mig.GPU, string, error) { return gpus, mig.SourceSMI, nil }
+	o := cli(t, "devices", "--json", "-")
+	o.want(t, ExitOK, "")
+	var ds []deviceJSON
+	mustJSON(t, o.stdout, &ds)
+	var kinds []string
+	for _, d := range ds {
+		if d.Kind != "" {
+			kinds = append(kinds, d.Kind+":"+d.Profile)
+			if d.Visible != d.UUID || d.Backend != "cuda" || d.Source != mig.SourceSMI {
+				t.Errorf("entry %+v", d)
+			}
+		}
+	}
+	if strings.Join(kinds, ",") != "mig:3g.40gb,mig:2g.20gb,mig:1g.10gb,mig:1g.10gb,gpu:" {
+		t.Errorf("partitions %v", kinds)
+	}
+	if !strings.Contains(o.stderr, "MIG-9f1d2c3b-4a5e-5f60-8172-93a4b5c6d7e8") {
+		t.Errorf("human table without the partition:\n%s", o.stderr)
+	}
+	discoverGPUs = func(context.Context) ([]mig.GPU, string, error) {
+		return nil, "", errs.New(errs.NoDevice, "no GPU discovery: test")
+	}
+	o = cli(t, "devices")
+	o.want(t, ExitOK, "")
+	if !strings.Contains(o.stdout, "partitions: none found (E_NO_DEVICE: no GPU discovery: test)") {
+		t.Errorf("no reason for no partitions:\n%s", o.stdout)
 	}
 }
