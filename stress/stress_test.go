@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/harness"
 )
@@ -219,5 +220,25 @@ func TestPercentile(t *testing.T) {
 	xs := []float64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}
 	if Percentile(xs, 50) != 5 || Percentile(xs, 99) != 10 || Percentile(nil, 50) != 0 || Percentile(xs, 0) != 1 {
 		t.Fatal(Percentile(xs, 50), Percentile(xs, 99))
+	}
+}
+
+// The engine fault that keeps every run's buffers (a failpoints build only): results stay
+// right, so only the RSS monitor can catch it.
+func TestEngineBufferLeakIsCaught(t *testing.T) {
+	if !failpoint.Compiled {
+		t.Skip("needs a failpoints build: go test -tags failpoints ./stress")
+	}
+	t.Setenv(failpoint.EnvVar, failpoint.CPUBuffersKeptPerRun) // read by the worker processes at start-up
+	// The small graphs' buffers add up to about 16 MB/s on a CPU job: ten seconds take the
+	// RSS floor well past its 64 MiB allowance.
+	rep := run(t, ModeProcesses, 1, 10*time.Second, "")
+	if rep.Pass || rep.LeakCount == 0 || rep.Mismatches != 0 {
+		t.Fatalf("buffers kept per run: pass %v, leaks %d, mismatches %d", rep.Pass, rep.LeakCount, rep.Mismatches)
+	}
+	for _, l := range rep.Monitors {
+		if l.Monitor == MonRSS && !l.Leak {
+			t.Fatalf("RSS monitor did not call it: %+v", l)
+		}
 	}
 }
