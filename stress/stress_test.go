@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
-	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/harness"
 )
 
