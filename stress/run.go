@@ -226,6 +226,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		runProcesses(ctx, o, planPath, c, until, replays, tmp)
 	}
 	stopProgress()
+	// A job stuck past its deadline (goroutines mode) may still report: judge a fixed history.
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	rep.DurationS = time.Since(start).Seconds()
 	rep.GraphsPerSec = float64(rep.Graphs) / rep.DurationS
 
@@ -319,8 +322,17 @@ func runGoroutines(ctx context.Context, o Options, plan *Plan, c *collector, unt
 	go func() { wg.Wait(); close(done) }()
 	t := time.NewTicker(o.Interval)
 	defer t.Stop()
+	// A graph that never returns must not hang the run: after the grace the run is judged
+	// without the stuck jobs (their goroutines end with the process).
+	late := time.NewTimer(time.Until(until.Add(workerGrace)))
+	defer late.Stop()
 	for {
 		select {
+		case <-late.C:
+			c.mu.Lock()
+			c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("%s: jobs still running %s after the soak ended", errs.Timeout, workerGrace))
+			c.mu.Unlock()
+			return
 		case <-done:
 			c.add("process", Event{Kind: "sample", Sample: ptr(s.Read(since(t0), "after"))})
 			return
