@@ -242,3 +242,17 @@ func TestEngineBufferLeakIsCaught(t *testing.T) {
 		}
 	}
 }
+
+func TestReservoirIsBoundedAndUniform(t *testing.T) {
+	r := newReservoir(1)
+	for i := range 10 * reservoirSize {
+		r.add(float64(i))
+	}
+	if len(r.xs) != reservoirSize || r.n != 10*reservoirSize {
+		t.Fatalf("kept %d of %d", len(r.xs), r.n)
+	}
+	// A uniform sample of 0..N-1 has its median near N/2.
+	if m := Percentile(r.xs, 50); m < 0.45*float64(r.n) || m > 0.55*float64(r.n) {
+		t.Fatalf("median %v of a sample of 0..%d", m, r.n-1)
+	}
+}
