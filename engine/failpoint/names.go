@@ -76,3 +76,15 @@ const (
 
 // GPUNames lists the GPU code generator's faults.
 func GPUNames() []string { return []string{PTXStoreMaskDropped, PTXLoadBarrierDropped} }
+
+// Faults that leave every result right and leak a resource instead: only a soak's leak
+// monitors (package stress) catch them, so they are not in Names either; the stress suite and
+// stress's unit tests catch them in a failpoints build.
+const (
+	// CPUBuffersKeptPerRun keeps every run's buffers reachable from a package-level list, as
+	// a buffer cache that is filled and never evicted would.
+	CPUBuffersKeptPerRun = "cpu/run/buffers-kept-per-run"
+)
+
+// StressNames lists the faults only a soak catches.
+func StressNames() []string { return []string{CPUBuffersKeptPerRun} }

@@ -49,7 +49,7 @@ func Activate(names ...string) error {
 		if n == "" {
 			continue
 		}
-		known := append(Names(), GPUNames()...)
+		known := append(append(Names(), GPUNames()...), StressNames()...)
 		if !slices.Contains(known, n) {
 			return errs.New(errs.Input, "unknown failpoint %q (known: %s)", n, strings.Join(known, ", "))
 		}

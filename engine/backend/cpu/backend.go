@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
@@ -68,6 +70,9 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 	for i, v := range p.Graph.Inputs {
 		copy(bufs[p.Inputs[i]], inputs[v.Name].Data)
 	}
+	if failpoint.Enabled(failpoint.CPUBuffersKeptPerRun) {
+		keepBuffers(bufs)
+	}
 	ws := newWorkers(b.workers())
 	defer releaseWorkers(ws)
 	for _, k := range p.Kernels {
@@ -81,6 +86,18 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 		out[i] = &tensor.Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), Data: slices.Clone(bufs[bi])}
 	}
 	return out, nil
+}
+
+// kept holds the buffers of every run while the fault CPUBuffersKeptPerRun is on.
+var (
+	keptMu sync.Mutex
+	kept   [][][]byte
+)
+
+func keepBuffers(bufs [][]byte) {
+	keptMu.Lock()
+	kept = append(kept, bufs)
+	keptMu.Unlock()
 }
 
 // checkProgram verifies what Run relies on beyond the kernels: buffer types and the mapping of

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/mig"
 )
 
 // deviceJSON is one entry of `devices --json` (docs/cli.md).
@@ -17,6 +19,31 @@ type deviceJSON struct {
 	DeviceClass string `json:"device_class,omitempty"`
 	// Reason is Available()'s one-line coded error when the backend cannot run here.
 	Reason string `json:"reason,omitempty"`
+	// Partition entries (package mig): one per MIG instance of a GPU in MIG mode, else one
+	// per GPU, found through NVML or nvidia-smi -L. Backend is "cuda" and Kind "mig" or "gpu".
+	Kind        string `json:"kind,omitempty"`
+	UUID        string `json:"uuid,omitempty"`
+	GPU         *int   `json:"gpu,omitempty"`
+	Profile     string `json:"profile,omitempty"`
+	MIGMode     string `json:"mig_mode,omitempty"`
+	SMs         int    `json:"sms,omitempty"`
+	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
+	Visible     string `json:"cuda_visible_devices,omitempty"`
+	Source      string `json:"source,omitempty"`
+}
+
+// discoverGPUs is mig.Discover; tests replace it.
+var discoverGPUs = mig.Discover
+
+// partitionEntries lists the targets of gpus as devices.
+func partitionEntries(gpus []mig.GPU, source string) []deviceJSON {
+	var out []deviceJSON
+	for _, t := range mig.Targets(gpus) {
+		out = append(out, deviceJSON{Backend: "cuda", Available: true, Device: t.Name, Kind: t.Kind, UUID: t.UUID,
+			GPU: &t.GPU, Profile: t.Profile, MIGMode: t.MIGMode, SMs: t.SMs, MemoryBytes: t.MemoryBytes,
+			Visible: t.Visible, Source: source})
+	}
+	return out
 }
 
 func newDevicesCmd(e *env) *cobra.Command {
@@ -36,9 +63,15 @@ func newDevicesCmd(e *env) *cobra.Command {
 				}
 				list = append(list, d)
 			}
+			gpus, source, derr := discoverGPUs(context.Background())
+			parts := partitionEntries(gpus, source)
+			list = append(list, parts...)
 			w := tabwriter.NewWriter(e.human(jsonPath), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "BACKEND\tSTATUS\tDEVICE\tCLASS")
 			for _, d := range list {
+				if d.Kind != "" {
+					continue
+				}
 				if d.Available {
 					fmt.Fprintf(w, "%s\tavailable\t%s\t%s\n", d.Backend, d.Device, d.DeviceClass)
 				} else {
@@ -46,6 +79,24 @@ func newDevicesCmd(e *env) *cobra.Command {
 				}
 			}
 			w.Flush()
+			if derr != nil {
+				fmt.Fprintf(e.human(jsonPath), "partitions: none found (%v)\n", derr)
+			} else {
+				fmt.Fprintf(e.human(jsonPath), "partitions (%s; MIG instances when MIG is on, else whole GPUs):\n", source)
+				w = tabwriter.NewWriter(e.human(jsonPath), 0, 0, 2, ' ', 0)
+				fmt.Fprintln(w, "KIND\tGPU\tMIG\tDEVICE\tSMS\tMEMORY\tCUDA_VISIBLE_DEVICES")
+				for _, d := range parts {
+					sms, mem := "-", "-"
+					if d.SMs > 0 {
+						sms = fmt.Sprint(d.SMs)
+					}
+					if d.MemoryBytes > 0 {
+						mem = fmt.Sprintf("%.1f GiB", float64(d.MemoryBytes)/(1<<30))
+					}
+					fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Kind, *d.GPU, d.MIGMode, d.Device, sms, mem, d.Visible)
+				}
+				w.Flush()
+			}
 			return e.writeJSON(jsonPath, list)
 		}),
 	}

@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/job"
+	"github.com/tessera-qa/tessera-qa/stress"
+)
+
+func init() { registerVerb(newStressCmd) }
+
+func newStressCmd(e *env) *cobra.Command {
+	var (
+		jobs                        int
+		mode, device, out, jsonPath string
+		worker, plant               string
+		duration, interval          time.Duration
+		seed                        uint64
+		perJob                      int
+	)
+	cmd := &cobra.Command{
+		Use:   "stress --jobs N --mode goroutines|processes [--device cpu|cuda] --duration D [--json FILE]",
+		Short: "Run N concurrent jobs of random graphs, compare every result with its alone run, watch for leaks",
+		Long: `Each job cycles through its own pool of seeded random graphs (harness/prop's generator). Before
+the soak every graph runs alone, one at a time, and its digest and latency are recorded (the
+plan); under load each result must give the same bits: a difference is E_NONDETERMINISTIC and
+leaves a replay manifest. Jobs are goroutines of this process (--mode goroutines) or processes
+of this binary (--mode processes). Leak monitors sample RSS, goroutines, open fds, files under
+the run's temp folder and, with --device cuda, device memory and the caching allocator's live
+bytes, before, during and after the soak: a monitor leaks when the floor of its samples rises
+in every quarter of the soak and by more than its allowance (package stress, Allowances).
+Progress goes to stderr once a second; then a table: graphs, mismatches, leaks per monitor with
+the slope, p50/p99 latency per job alone and under load. The plan, the history and any replay
+manifests are under --out.
+
+Exit 0 when there is no mismatch, error or leak; 1 when there is; 2 for bad usage; 3 when
+--device cuda has no GPU.`,
+		Example: `  tessera-qa stress --jobs 4 --mode processes --duration 60s --json -
+  tessera-qa stress --jobs 8 --mode processes --device cuda --duration 10m --json stress.json`,
+		Args: exactArgs(),
+		RunE: verb(func(cmd *cobra.Command, args []string) error {
+			if worker != "" {
+				ch, err := job.ChooseBackend(device)
+				if err != nil {
+					return err
+				}
+				return stress.Worker(context.Background(), worker, ch.Backend, e.stdout)
+			}
+			if jobs < 1 {
+				return usage(cmd, "--jobs %d: need at least 1", jobs)
+			}
+			if mode != stress.ModeGoroutines && mode != stress.ModeProcesses {
+				return usage(cmd, "--mode %q: want goroutines or processes (streams mode is not built yet)", mode)
+			}
+			if device != "cpu" && device != "cuda" {
+				return usage(cmd, "--device %q: want cpu or cuda", device)
+			}
+			if duration <= 0 {
+				return usage(cmd, "--duration %s: need more than 0", duration)
+			}
+			if plant != "" && plant != stress.PlantLeak {
+				return usage(cmd, "--plant %q: want %s", plant, stress.PlantLeak)
+			}
+			ch, err := job.ChooseBackend(device)
+			if err != nil {
+				return err
+			}
+			exe, err := collectivesExe()
+			if err != nil {
+				return errs.New(errs.Internal, "stress: cannot find this program to start its jobs: %v", err)
+			}
+			if out == "" {
+				out = filepath.Join("tessera-qa-out", "stress", time.Now().Format("20060102-150405")+"-"+strconv.Itoa(os.Getpid()))
+			}
+			fmt.Fprintf(e.stderr, "stress: %d jobs (%s) on %s for %s; alone runs first; artifacts %s\n", jobs, mode, ch.Backend.Device(), duration, out)
+			rep, err := stress.Run(context.Background(), stress.Options{
+				Mode: mode, Jobs: jobs, Backend: ch.Backend, Duration: duration, Seed: seed, PerJob: perJob,
+				Interval: interval, OutDir: out, Progress: e.stderr, Plant: plant,
+				Command: func(ctx context.Context, a string) *exec.Cmd {
+					args := []string{"stress", "--device", device, "--worker", a}
+					return exec.CommandContext(ctx, exe, args...)
+				},
+			})
+			if err != nil {
+				return err
+			}
+			printStress(e.human(jsonPath), rep)
+			if err := e.writeJSON(jsonPath, rep); err != nil {
+				return err
+			}
+			if !rep.Pass {
+				return &exitError{code: ExitFailed}
+			}
+			return nil
+		}),
+	}
+	f := cmd.Flags()
+	f.IntVar(&jobs, "jobs", 4, "concurrent jobs")
+	f.StringVar(&mode, "mode", stress.ModeGoroutines, "jobs as goroutines or processes")
+	f.StringVar(&device, "device", "cpu", "backend the jobs run on: cpu or cuda")
+	f.DurationVar(&duration, "duration", 30*time.Second, "length of the loaded phase (the soak)")
+	f.DurationVar(&interval, "interval", 250*time.Millisecond, "time between monitor samples")
+	f.Uint64Var(&seed, "seed", 1, "seed of the graph pools")
+	f.IntVar(&perJob, "graphs-per-job", 6, "graphs in each job's pool")
+	f.StringVar(&out, "out", "", "artifacts folder (default tessera-qa-out/stress/TIME-PID)")
+	addJSONFlag(cmd, &jsonPath)
+	f.StringVar(&worker, "worker", "", "internal: run one job of a plan (JSON arguments)")
+	f.MarkHidden("worker")
+	f.StringVar(&plant, "plant", "", "internal: plant a fault in every job (leak-per-graph)")
+	f.MarkHidden("plant")
+	return cmd
+}
+
+func printStress(w io.Writer, r *stress.Report) {
+	verdict := "PASS"
+	if !r.Pass {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "stress %s: %d jobs (%s) on %s, %.1fs: %d graphs (%.0f/s), mismatches %d, errors %d, leaks %d\n",
+		verdict, r.Jobs, r.Mode, r.Device, r.DurationS, r.Graphs, r.GraphsPerSec, r.Mismatches, r.Errors, r.LeakCount)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tGRAPHS\tALONE p50 ms\tALONE p99 ms\tLOADED p50 ms\tLOADED p99 ms")
+	for _, l := range r.Latency {
+		fmt.Fprintf(tw, "%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\n", l.Job, l.Graphs, l.AloneP50, l.AloneP99, l.LoadedP50, l.LoadedP99)
+	}
+	tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MONITOR\tSOURCE\tSAMPLES\tBEFORE\tAFTER\tGROWTH\tALLOWANCE\tSLOPE/min\tLEAK")
+	for _, m := range r.Monitors {
+		leak := "no"
+		if m.Leak {
+			leak = "LEAK"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%s\n", m.Monitor, m.Source, m.Samples, m.Before, m.After, m.Growth, m.Allowance, m.Slope, leak)
+	}
+	tw.Flush()
+	for _, f := range r.Failures {
+		fmt.Fprintln(w, "  "+f)
+	}
+}
+
+// chooseCUDA is the CUDA backend's device when it can run here (tests use it to know whether
+// exit 3 can be shown).
+func chooseCUDA() (string, error) {
+	ch, err := job.ChooseBackend("cuda")
+	if err != nil {
+		return "", err
+	}
+	return ch.Backend.Device(), nil
+}

@@ -1,0 +1,459 @@
+package stress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/harness"
+)
+
+// Modes.
+const (
+	ModeGoroutines = "goroutines"
+	ModeProcesses  = "processes"
+)
+
+// Options is one stress run.
+type Options struct {
+	Mode     string
+	Jobs     int
+	Backend  backend.Backend
+	Duration time.Duration // of the loaded phase
+	Seed     uint64
+	PerJob   int           // graphs in each job's pool (default 6)
+	Reps     int           // alone runs per graph (default 5)
+	Interval time.Duration // between monitor samples (default 250ms)
+	OutDir   string        // plan.json, history.jsonl, replays/, tmp/ (required)
+	// Command starts a worker process for ModeProcesses: the tessera-qa binary (or a test
+	// binary) running Worker with the given JSON WorkerArgs.
+	Command  func(ctx context.Context, workerArgs string) *exec.Cmd
+	Progress io.Writer // live progress lines (nil: none)
+	Every    time.Duration
+	Plant    string // a deliberate fault in every job (PlantLeak)
+}
+
+// Report is the verdict of a run (the CLI's table and its JSON).
+type Report struct {
+	Mode         string       `json:"mode"`
+	Device       string       `json:"device"`
+	Jobs         int          `json:"jobs"`
+	Seed         uint64       `json:"seed,string"`
+	DurationS    float64      `json:"duration_s"`
+	Graphs       int          `json:"graphs"`
+	GraphsPerSec float64      `json:"graphs_per_s"`
+	Mismatches   int          `json:"mismatches"`
+	Errors       int          `json:"errors"`
+	LeakCount    int          `json:"leaks"`
+	Monitors     []Leak       `json:"monitors"`
+	Latency      []JobLatency `json:"latency"`
+	Failures     []string     `json:"failures,omitempty"`
+	Replays      []string     `json:"replays,omitempty"`
+	Artifacts    string       `json:"artifacts"`
+	Pass         bool         `json:"pass"`
+}
+
+// JobLatency is one job's graph latency (compile+run+digest, ms) alone and under load.
+type JobLatency struct {
+	Job       int     `json:"job"`
+	Graphs    int     `json:"graphs"`
+	AloneP50  float64 `json:"alone_p50_ms"`
+	AloneP99  float64 `json:"alone_p99_ms"`
+	LoadedP50 float64 `json:"loaded_p50_ms"`
+	LoadedP99 float64 `json:"loaded_p99_ms"`
+}
+
+// WorkerArgs is what a worker process is told (as JSON on its command line).
+type WorkerArgs struct {
+	Plan     string        `json:"plan"`
+	Job      int           `json:"job"`
+	Until    time.Time     `json:"until"`
+	Replays  string        `json:"replays"`
+	TempDir  string        `json:"temp_dir"`
+	Interval time.Duration `json:"interval"`
+	Plant    string        `json:"plant,omitempty"`
+}
+
+// DeviceSampler returns the device monitors of b when it is the CUDA backend, else nil.
+func DeviceSampler(b backend.Backend) func() (float64, float64, error) {
+	cb, ok := b.(*cuda.Backend)
+	if !ok {
+		return nil
+	}
+	return func() (float64, float64, error) {
+		s, err := cb.Stats()
+		if err != nil {
+			return 0, 0, err
+		}
+		return float64(s.DeviceTotal - s.DeviceFree), float64(s.Alloc.LiveBytes), nil
+	}
+}
+
+// Worker is a worker process's body: it runs one job of the plan and writes its events as
+// JSON lines to out.
+func Worker(ctx context.Context, argsJSON string, b backend.Backend, out io.Writer) error {
+	var a WorkerArgs
+	if err := json.Unmarshal([]byte(argsJSON), &a); err != nil {
+		return errs.Wrap(errs.Input, err, "stress worker: arguments")
+	}
+	p, err := ReadPlan(a.Plan)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	enc := json.NewEncoder(out)
+	return RunJob(ctx, JobOptions{Plan: p, Job: a.Job, Backend: b, Until: a.Until, Replays: a.Replays,
+		Sampler: &Sampler{TempDir: a.TempDir, Device: DeviceSampler(b)}, Interval: a.Interval, Plant: a.Plant,
+		Emit: func(e Event) { mu.Lock(); enc.Encode(e); mu.Unlock() }})
+}
+
+// collector gathers every job's events on one clock and writes the history.
+type collector struct {
+	mu      sync.Mutex
+	t0      time.Time
+	hist    *json.Encoder
+	graphs  map[int]*reservoir
+	samples map[string][]Sample
+	rep     *Report
+	last    map[string]float64 // latest sample per monitor (max over sources)
+}
+
+func (c *collector) add(source string, e Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// The history keeps every sample and every graph that did not pass; passing graphs (a
+	// thousand a second per CPU job) are counted, and their latencies kept in memory.
+	if e.Kind != "graph" || e.Verdict != harness.VerdictPass {
+		c.hist.Encode(struct {
+			T float64 `json:"t"`
+			Event
+		}{since(c.t0), e})
+	}
+	switch e.Kind {
+	case "graph":
+		c.rep.Graphs++
+		r := c.graphs[e.Job]
+		if r == nil {
+			r = newReservoir(uint64(e.Job))
+			c.graphs[e.Job] = r
+		}
+		r.add(e.MS)
+		switch {
+		case e.Verdict == harness.VerdictPass:
+		case e.Code == string(errs.Nondeterministic):
+			c.rep.Mismatches++
+			c.fail(fmt.Sprintf("%s: job %d graph %d: %s", errs.Nondeterministic, e.Job, e.Graph, e.Reason), e.Replay)
+		default:
+			c.rep.Errors++
+			c.fail(fmt.Sprintf("job %d graph %d: %s %s %s", e.Job, e.Graph, e.Verdict, e.Code, e.Reason), e.Replay)
+		}
+	case "sample":
+		if e.Sample != nil {
+			c.samples[source] = append(c.samples[source], *e.Sample)
+			for k, v := range e.Sample.Values {
+				c.last[k] = math.Max(c.last[k], v)
+			}
+		}
+	}
+}
+
+// fail records a failure line (the first 20; the count is in the report) and its manifest.
+func (c *collector) fail(line, replay string) {
+	if len(c.rep.Failures) < 20 {
+		c.rep.Failures = append(c.rep.Failures, line)
+	}
+	if replay != "" && len(c.rep.Replays) < 20 {
+		c.rep.Replays = append(c.rep.Replays, replay)
+	}
+}
+
+// Run makes the plan (alone phase), runs the jobs concurrently for Duration (loaded phase)
+// and judges the history. An error means the run could not be made (bad options, a plan that
+// cannot be built, a worker that cannot start); what the run found is in the Report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Jobs < 1 || o.Duration <= 0 || o.Backend == nil || o.OutDir == "" {
+		return nil, errs.New(errs.Input, "stress: need jobs >= 1, a duration > 0, a backend and an output folder (jobs %d, duration %s)", o.Jobs, o.Duration)
+	}
+	if o.Mode != ModeGoroutines && o.Mode != ModeProcesses {
+		return nil, errs.New(errs.Input, "stress: mode %q (want %s or %s)", o.Mode, ModeGoroutines, ModeProcesses)
+	}
+	if o.Mode == ModeProcesses && o.Command == nil {
+		return nil, errs.New(errs.Input, "stress: processes mode needs a worker command")
+	}
+	o.PerJob, o.Reps, o.Interval, o.Every = or(o.PerJob, 6), or(o.Reps, 5), or(o.Interval, 250*time.Millisecond), or(o.Every, time.Second)
+	tmp, replays := filepath.Join(o.OutDir, "tmp"), filepath.Join(o.OutDir, "replays")
+	for _, d := range []string{o.OutDir, tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, errs.Wrap(errs.Input, err, "stress: output folder")
+		}
+	}
+	plan, err := MakePlan(o.Backend, o.Seed, o.Jobs, o.PerJob, o.Reps)
+	if err != nil {
+		return nil, err
+	}
+	planPath := filepath.Join(o.OutDir, "plan.json")
+	if err := WritePlan(planPath, plan); err != nil {
+		return nil, err
+	}
+	hf, err := os.Create(filepath.Join(o.OutDir, "history.jsonl"))
+	if err != nil {
+		return nil, errs.Wrap(errs.Input, err, "stress: history")
+	}
+	defer hf.Close()
+	hw := bufio.NewWriter(hf)
+	defer hw.Flush()
+
+	rep := &Report{Mode: o.Mode, Device: o.Backend.Device(), Jobs: o.Jobs, Seed: o.Seed, Artifacts: o.OutDir}
+	c := &collector{t0: time.Now(), hist: json.NewEncoder(hw), graphs: map[int]*reservoir{}, samples: map[string][]Sample{}, rep: rep, last: map[string]float64{}}
+	until := time.Now().Add(o.Duration)
+	stopProgress := progress(o, c, until)
+
+	start := time.Now()
+	switch o.Mode {
+	case ModeGoroutines:
+		runGoroutines(ctx, o, plan, c, until, replays, tmp)
+	case ModeProcesses:
+		runProcesses(ctx, o, planPath, c, until, replays, tmp)
+	}
+	stopProgress()
+	// A job stuck past its deadline (goroutines mode) may still report: judge a fixed history.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rep.DurationS = time.Since(start).Seconds()
+	rep.GraphsPerSec = float64(rep.Graphs) / rep.DurationS
+
+	sources := make([]string, 0, len(c.samples))
+	for s := range c.samples {
+		sources = append(sources, s)
+	}
+	sort.Strings(sources)
+	for _, s := range sources {
+		for _, l := range JudgeAll(s, c.samples[s]) {
+			rep.Monitors = append(rep.Monitors, l)
+			if l.Leak {
+				rep.LeakCount++
+				rep.Failures = append(rep.Failures, fmt.Sprintf("leak: %s of %s grew %.0f (allowance %.0f, slope %.1f/min)", l.Monitor, l.Source, l.Growth, l.Allowance, l.Slope))
+			}
+		}
+	}
+	for j := range o.Jobs {
+		var alone []float64
+		for _, g := range plan.Jobs[j] {
+			alone = append(alone, g.AloneMS...)
+		}
+		var loaded []float64
+		n := 0
+		if r := c.graphs[j]; r != nil {
+			loaded, n = r.xs, r.n
+		}
+		rep.Latency = append(rep.Latency, JobLatency{Job: j, Graphs: n,
+			AloneP50: Percentile(alone, 50), AloneP99: Percentile(alone, 99),
+			LoadedP50: Percentile(loaded, 50), LoadedP99: Percentile(loaded, 99)})
+		if n == 0 {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("job %d ran no graph", j))
+		}
+	}
+	rep.Pass = rep.Mismatches == 0 && rep.Errors == 0 && rep.LeakCount == 0 && len(rep.Failures) == 0
+	return rep, nil
+}
+
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// progress prints a line every o.Every until the returned stop is called.
+func progress(o Options, c *collector, until time.Time) func() {
+	if o.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(o.Every)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				c.mu.Lock()
+				el := time.Since(start).Seconds()
+				fmt.Fprintf(o.Progress, "stress: %5.1fs/%s  jobs %d  graphs %d (%.0f/s)  mismatches %d  errors %d  rss %.0f MiB\n",
+					el, o.Duration, o.Jobs, c.rep.Graphs, float64(c.rep.Graphs)/el, c.rep.Mismatches, c.rep.Errors, c.last[MonRSS]/(1<<20))
+				c.mu.Unlock()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func runGoroutines(ctx context.Context, o Options, plan *Plan, c *collector, until time.Time, replays, tmp string) {
+	s := Sampler{TempDir: tmp, Device: DeviceSampler(o.Backend)}
+	t0 := time.Now()
+	c.add("process", Event{Kind: "sample", Sample: ptr(s.Read(since(t0), "before"))})
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for j := range o.Jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := RunJob(ctx, JobOptions{Plan: plan, Job: j, Backend: o.Backend, Until: until, Replays: replays,
+				Plant: o.Plant, Emit: func(e Event) { c.add("process", e) }})
+			if err != nil {
+				c.mu.Lock()
+				c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("job %d: %v", j, err))
+				c.mu.Unlock()
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTicker(o.Interval)
+	defer t.Stop()
+	// A graph that never returns must not hang the run: after the grace the run is judged
+	// without the stuck jobs (their goroutines end with the process).
+	late := time.NewTimer(time.Until(until.Add(workerGrace)))
+	defer late.Stop()
+	for {
+		select {
+		case <-late.C:
+			c.mu.Lock()
+			c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("%s: jobs still running %s after the soak ended", errs.Timeout, workerGrace))
+			c.mu.Unlock()
+			return
+		case <-done:
+			c.add("process", Event{Kind: "sample", Sample: ptr(s.Read(since(t0), "after"))})
+			return
+		case <-t.C:
+			c.add("process", Event{Kind: "sample", Sample: ptr(s.Read(since(t0), "during"))})
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// workerGrace is how long after the soak's end a worker may take to finish its last graph
+// and exit before it is killed.
+const workerGrace = 60 * time.Second
+
+func runProcesses(ctx context.Context, o Options, planPath string, c *collector, until time.Time, replays, tmp string) {
+	// The deadline covers the worker's warm-up pass, the soak and the grace.
+	ctx, cancel := context.WithDeadline(ctx, until.Add(workerGrace))
+	defer cancel()
+	var wg sync.WaitGroup
+	for j := range o.Jobs {
+		a, _ := json.Marshal(WorkerArgs{Plan: planPath, Job: j, Until: until, Replays: replays, TempDir: tmp, Interval: o.Interval, Plant: o.Plant})
+		cmd := o.Command(ctx, string(a))
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
+		cmd.WaitDelay = 5 * time.Second
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err != nil {
+			c.mu.Lock()
+			c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("job %d: worker did not start: %v", j, err))
+			c.mu.Unlock()
+			continue
+		}
+		source := fmt.Sprintf("job %d", j)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := bufio.NewScanner(out)
+			sc.Buffer(make([]byte, 1<<20), 1<<24)
+			for sc.Scan() {
+				var e Event
+				if json.Unmarshal(sc.Bytes(), &e) == nil {
+					c.add(source, e)
+				}
+			}
+			err := cmd.Wait()
+			pid := cmd.Process.Pid
+			gone := errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if err != nil {
+				c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("job %d: worker pid %d: %v: %s", j, pid, err, lastLine(stderr.String())))
+			}
+			if !gone {
+				c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("job %d: worker pid %d still exists after Wait", j, pid))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func lastLine(s string) string {
+	s = string(bytes.TrimSpace([]byte(s)))
+	if i := bytes.LastIndexByte([]byte(s), '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// Percentile is the nearest-rank p-th percentile of xs (0 for none).
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	k := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[min(max(k, 0), len(s)-1)]
+}
+
+// reservoirSize bounds the latencies kept per job: a CPU job runs thousands of graphs a
+// second, and keeping them all grew the runner's own RSS (27 MB in two minutes of goroutines
+// mode, which the RSS monitor of that same process measures). A uniform sample of this size
+// puts p99 within a fraction of a percentile.
+const reservoirSize = 1 << 14
+
+// reservoir is a uniform sample of a stream (Vitter's algorithm R), seeded so runs repeat.
+type reservoir struct {
+	xs []float64
+	n  int
+	r  *rand.Rand
+}
+
+func newReservoir(seed uint64) *reservoir {
+	return &reservoir{xs: make([]float64, 0, reservoirSize), r: rand.New(rand.NewPCG(seed, 0x5eed))}
+}
+
+func (r *reservoir) add(x float64) {
+	r.n++
+	if len(r.xs) < reservoirSize {
+		r.xs = append(r.xs, x)
+		return
+	}
+	if k := r.r.IntN(r.n); k < reservoirSize {
+		r.xs[k] = x
+	}
+}
