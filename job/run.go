@@ -34,10 +34,12 @@ const (
 	SuiteTraining = "training"
 	// SuiteChaos: short in-process fault scenarios with the recovery checker (chaos.go).
 	SuiteChaos = "chaos"
+	// SuiteStress: a short goroutine soak with digest checks and leak monitors (stress.go).
+	SuiteStress = "stress"
 )
 
 // Suites lists every suite Run knows.
-var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives, SuiteTraining, SuiteChaos}
+var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives, SuiteTraining, SuiteChaos, SuiteStress}
 
 // DefaultSmoke is the number of random smoke graphs a run draws by default.
 const DefaultSmoke = 200
@@ -253,6 +255,8 @@ func (r *runner) tasks(suite string) ([]task, error) {
 		return r.trainingTasks(), nil
 	case SuiteChaos:
 		return r.chaosTasks(), nil
+	case SuiteStress:
+		return r.stressTasks(), nil
 	}
 	return nil, errs.New(errs.Internal, "no tasks for suite %q", suite)
 }
