@@ -55,6 +55,7 @@ var passes = [...]pass{
 	{name: "dce", fn: deadCode, level: "graph"},
 	{name: "shard", fn: shard, level: "dist"},
 	{name: "gemm-operands", fn: gemmOperands, level: "graph"},
+	{name: "split-loss", fn: splitLoss, level: "graph"},
 	{name: "fuse-elementwise", fn: fuseElementwise, required: true, level: "groups"},
 	{name: "schedule", fn: schedule, required: true, level: "schedule"},
 	{name: "lower", fn: lower, required: true, level: "tile"},

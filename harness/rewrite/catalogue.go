@@ -62,6 +62,36 @@ func Catalogue() []Entry {
 			},
 			Expect: all(hasNode("y", "cast"), outputs("y", "z"))},
 
+		// ---- gemm-operands: a transposed matmul operand becomes a transpose kernel ----
+		{Name: "gemm-operands/match/transpose-a-and-b", Pass: GemmOperands, Rewrite: true, Bitwise: true,
+			Build: func(b *graph.Builder) {
+				at := graph.Attrs{"transpose_a": graph.Bool(true), "transpose_b": graph.Bool(true)}
+				b.Output(b.Named("y", "matmul", at, b.Input("a", f32, 9, 5), b.Input("b", f32, 7, 9)))
+			},
+			Expect: all(hasNode("y", "matmul"), opCount("transpose", 2))},
+		{Name: "gemm-operands/near-miss/row-major", Pass: GemmOperands, Condition: "only a transposed operand is materialized", Bitwise: true,
+			Build: func(b *graph.Builder) {
+				b.Output(b.Named("y", "matmul", nil, b.Input("a", f32, 5, 9), b.Input("b", f32, 9, 7)))
+			},
+			Expect: all(hasNode("y", "matmul"), opCount("transpose", 0))},
+
+		// ---- split-loss: a large mse_loss becomes row sums and their sum ----
+		{Name: "split-loss/match/rank-2-large", Pass: SplitLoss, Rewrite: true,
+			Build: func(b *graph.Builder) {
+				b.Output(b.Named("l", "mse_loss", nil, b.Input("a", f32, 256, 300), b.Input("b", f32, 256, 300)))
+			},
+			Expect: all(hasNode("l", "cast"), opCount("mse_loss", 0), opCount("reduce_sum", 2))},
+		{Name: "split-loss/near-miss/small", Pass: SplitLoss, Condition: "a loss under 65536 elements stays one kernel (and keeps its bits)", Bitwise: true,
+			Build: func(b *graph.Builder) {
+				b.Output(b.Named("l", "mse_loss", nil, b.Input("a", bf16, 100, 300), b.Input("b", bf16, 100, 300)))
+			},
+			Expect: hasNode("l", "mse_loss")},
+		{Name: "split-loss/near-miss/rank-1", Pass: SplitLoss, Condition: "a rank-1 loss has no rows to sum", Bitwise: true,
+			Build: func(b *graph.Builder) {
+				b.Output(b.Named("l", "mse_loss", nil, b.Input("a", f32, 70000), b.Input("b", f32, 70000)))
+			},
+			Expect: hasNode("l", "mse_loss")},
+
 		// ---- fuse-attention: matmul(softmax(matmul(q, k^T)), v) -> attention ----
 		{Name: "fuse-attention/match/2d", Pass: FuseAttention, Rewrite: true,
 			Build:  func(b *graph.Builder) { _, _, _, _, o := attn(b, 9, 8, 13, 5, tb, nil, nil); b.Output(o) },

@@ -29,6 +29,8 @@ const (
 	Canonicalize    = "canonicalize"
 	FuseAttention   = "fuse-attention"
 	FuseElementwise = "fuse-elementwise"
+	GemmOperands    = "gemm-operands"
+	SplitLoss       = "split-loss"
 )
 
 // Entry is one graph for one rewrite.
@@ -264,4 +266,4 @@ func all(fs ...func(string) error) func(string) error {
 	}
 }
 
-var f32, f16 = numerics.F32, numerics.F16
+var f32, f16, bf16 = numerics.F32, numerics.F16, numerics.BF16
