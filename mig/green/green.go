@@ -59,6 +59,15 @@ func Split(dev, groups, minSMs int) ([]Partition, error) {
 	if err := a.check(a.cuDeviceGetDevResource(d, &all, resourceTypeSM), "green: device %d: cuDeviceGetDevResource(SM)", dev); err != nil {
 		return nil, err
 	}
+	var attr int32
+	if err := a.check(a.cuDeviceGetAttribute(&attr, 16, d), "green: device %d: SM count", dev); err != nil {
+		return nil, err
+	}
+	if all.smCount() != int(attr) {
+		// The CUdevResource layout (resource) is read by offset; a driver that moved smCount
+		// must not be split by guesswork.
+		return nil, errs.New(errs.Unsupported, "green: device %d: SM resource reports %d SMs, the device %d (CUdevResource layout changed?)", dev, all.smCount(), attr)
+	}
 	size, err := Plan(all.smCount(), groups, minSMs)
 	if err != nil {
 		return nil, errs.Wrap(errs.Input, err, "device %d", dev)
