@@ -13,6 +13,11 @@
 //
 // Every spec is labelled gpu and skips with the reason where there is no driver or device.
 // Process specs re-run this test binary with TESSERA_GREEN_CHILD set (child.go).
+//
+// Build here, run on the GPU machine (the interference ratios print with -ginkgo.v):
+//
+//	CGO_ENABLED=0 go test -c -o .dev/partitions.test ./suites/partitions
+//	./partitions.test -ginkgo.v -ginkgo.label-filter=gpu -test.timeout=15m
 package partitions_test
 
 import (

@@ -128,7 +128,7 @@ var _ = Describe("SM partitions (green contexts)", Label("gpu"), Ordered, func()
 			defer a.Close()
 			_, err = a.Run(ctx, 2) // warm up (JIT, first touch)
 			Expect(err).NotTo(HaveOccurred())
-			const reps = 20
+			const reps = 50
 			aloneT, err := a.Run(ctx, reps)
 			Expect(err).NotTo(HaveOccurred())
 			if bk == nil {
