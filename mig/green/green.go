@@ -190,7 +190,9 @@ func (p *Partition) Close() error {
 // Alloc allocates n bytes of device memory in the partition's context.
 func (p *Partition) Alloc(n int) (uint64, error) {
 	var d uint64
-	err := p.do(func() error { return p.a.check(p.a.cuMemAlloc(&d, uint64(max(n, 1))), "%s: cuMemAlloc(%d)", p.where(), n) })
+	err := p.do(func() error {
+		return p.a.check(p.a.cuMemAlloc(&d, uint64(max(n, 1))), "%s: cuMemAlloc(%d)", p.where(), n)
+	})
 	return d, err
 }
 

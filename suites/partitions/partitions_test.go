@@ -66,7 +66,7 @@ var _ = Describe("SM partitions (green contexts)", Label("gpu"), Ordered, func()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(parts).To(HaveLen(2))
 		for _, p := range parts {
-			Expect(p.SMs%green.Granularity).To(BeZero())
+			Expect(p.SMs % green.Granularity).To(BeZero())
 		}
 		Expect(parts[0].SMs + parts[1].SMs).To(BeNumerically("<=", sms))
 		AddReportEntry("partitions", fmt.Sprintf("device 0: %d SMs split into %d + %d (%s)", sms, parts[0].SMs, parts[1].SMs, isolationNote))
