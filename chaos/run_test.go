@@ -39,15 +39,16 @@ func TestInprocCorruptionRecovers(t *testing.T) {
 // parameters, and the checker says so.
 //
 // The first frame after step 12 carries the loss: its corruption changes no parameter, only
-// the loss the step reports, which the checker compares too. The third carries a gradient:
-// the parameters differ at the end as well.
+// the loss the step reports, which the checker compares too. (A case that corrupted the third
+// frame, a gradient's, was dropped: which frame is third depends on the order rank 1's sends
+// to its two peers interleave, and in one CI run of 2026-11-25 that frame's corruption changed
+// nothing the checker could see. A gradient frame needs a peer-targeted corruption: open.)
 func TestPlantedBadChecksumIsCaught(t *testing.T) {
 	for _, tc := range []struct {
 		skip int
 		want []string
 	}{
 		{0, []string{"silent corruption: attempt 0, rank 0, step 13", "never detected"}},
-		{2, []string{"silent corruption", "differ from the fault-free run's", "never detected"}},
 	} {
 		sc := &Scenario{Name: "t/plant", Transport: "inproc", World: 3, Steps: 30, CheckpointEvery: 5,
 			CommTimeout: Duration(time.Second), Plant: PlantAcceptBadChecksum,
