@@ -12,14 +12,12 @@
 package chaos_test
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/tessera-qa/tessera-qa/suites/internal/qabin"
 )
 
 func TestChaos(t *testing.T) {
@@ -30,35 +28,7 @@ func TestChaos(t *testing.T) {
 // bin is the tessera-qa binary the process specs run; binErr says why there is none.
 var bin, binErr string
 
-var _ = SynchronizedBeforeSuite(func() []byte {
-	if p := os.Getenv("TESSERA_QA_BIN"); p != "" {
-		return []byte(p)
-	}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			return []byte("!no go tool to build tessera-qa and no $TESSERA_QA_BIN")
-		}
-	}
-	dir, err := os.MkdirTemp("", "chaos-suite-")
-	Expect(err).NotTo(HaveOccurred())
-	out := filepath.Join(dir, "tessera-qa")
-	build := exec.Command(goTool, "build", "-o", out, "github.com/tessera-qa/tessera-qa/cmd/tessera-qa")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := build.CombinedOutput(); err != nil {
-		return []byte("!go build ./cmd/tessera-qa: " + err.Error() + ": " + string(msg))
-	}
-	return []byte(out)
-}, func(data []byte) {
-	if s := string(data); len(s) > 0 && s[0] == '!' {
-		binErr = s[1:]
-	} else {
-		bin = s
-	}
-})
+var _ = SynchronizedBeforeSuite(func() []byte { return qabin.Build("chaos") },
+	func(data []byte) { bin, binErr = qabin.Parse(data) })
 
-var _ = SynchronizedAfterSuite(func() {}, func() {
-	if bin != "" && os.Getenv("TESSERA_QA_BIN") == "" {
-		os.RemoveAll(filepath.Dir(bin))
-	}
-})
+var _ = SynchronizedAfterSuite(func() {}, func() { qabin.Remove(bin) })
