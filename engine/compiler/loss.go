@@ -21,21 +21,7 @@ const splitLossMin = 1 << 16
 // of a split loss differ from an unsplit one (and are again the same run after run).
 func splitLoss(s *state) error {
 	var out []*graph.Node
-	taken := map[string]bool{}
-	for _, v := range s.g.Inputs {
-		taken[v.Name] = true
-	}
-	for _, n := range s.g.Nodes {
-		taken[n.Output.Name] = true
-	}
-	fresh := func(base string) string {
-		name := base
-		for i := 2; taken[name]; i++ {
-			name = fmt.Sprintf("%s_%d", base, i)
-		}
-		taken[name] = true
-		return name
-	}
+	fresh := freshNames(s.g)
 	for _, n := range s.g.Nodes {
 		a := n.Inputs
 		if n.Op != "mse_loss" || a[0].Type.Rank() < 2 || a[0].Type.NumElems() < splitLossMin {

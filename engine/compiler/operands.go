@@ -13,21 +13,7 @@ import (
 // matmul still adds its K products in increasing k order, so results are unchanged.
 func gemmOperands(s *state) error {
 	var out []*graph.Node
-	taken := map[string]bool{}
-	for _, v := range s.g.Inputs {
-		taken[v.Name] = true
-	}
-	for _, n := range s.g.Nodes {
-		taken[n.Output.Name] = true
-	}
-	fresh := func(base string) string {
-		name := base
-		for i := 2; taken[name]; i++ {
-			name = fmt.Sprintf("%s_%d", base, i)
-		}
-		taken[name] = true
-		return name
-	}
+	fresh := freshNames(s.g)
 	for _, n := range s.g.Nodes {
 		if d := n.Def(); d != nil && d.Kind == graph.KindMatmul {
 			for i, flag := range []string{"transpose_a", "transpose_b"} {
@@ -59,4 +45,24 @@ func gemmOperands(s *state) error {
 	}
 	s.g.Nodes = out
 	return nil
+}
+
+// freshNames returns a function giving value names not yet taken in g (base, base_2, ...),
+// for the nodes a graph pass inserts.
+func freshNames(g *graph.Graph) func(base string) string {
+	taken := map[string]bool{}
+	for _, v := range g.Inputs {
+		taken[v.Name] = true
+	}
+	for _, n := range g.Nodes {
+		taken[n.Output.Name] = true
+	}
+	return func(base string) string {
+		name := base
+		for i := 2; taken[name]; i++ {
+			name = fmt.Sprintf("%s_%d", base, i)
+		}
+		taken[name] = true
+		return name
+	}
 }
