@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"io"
 	"os"
 	"runtime"
@@ -121,7 +122,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		}
 	}
 	var glooInfo string
-	if o.VsGloo && !InJob() {
+	if o.VsGloo && !launch.InJob() {
 		if GlooBench == nil || GlooProbe == nil {
 			return nil, errs.New(errs.Unsupported, "collectives --vs gloo: differential/gloo (torch.distributed with gloo) is not built into this tessera-qa")
 		}
@@ -177,7 +178,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 				return tcpMember{t}, nil
 			}
 		}
-		if InJob() {
+		if launch.InJob() {
 			return runJobRank(ctx, o, cfg, rep, join)
 		}
 		if IsDevice(o.Transport) {

@@ -2,34 +2,18 @@ package collectives
 
 import (
 	"context"
-	"encoding/json"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
-	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
 // ResultEnv names the file rank 0 of a self-launched job writes its Report to (SelfLaunch
 // sets it); ranks started with it print nothing when they succeed.
 const ResultEnv = "TESSERA_COLLECTIVES_RESULT"
-
-// InJob reports whether this process was started as a rank of a job: torchrun's variables
-// (RANK, WORLD_SIZE, as tessera-qa launch and torchrun set them, or by hand) or Slurm's
-// (SLURM_PROCID under srun).
-func InJob() bool {
-	for _, k := range []string{"RANK", "WORLD_SIZE", "SLURM_PROCID"} {
-		if _, ok := os.LookupEnv(k); ok {
-			return true
-		}
-	}
-	return false
-}
 
 // JobWorld reads the job's world size from the environment without joining it; bad
 // variables (RANK outside WORLD_SIZE, a malformed MASTER_PORT, ...) are one E_INPUT line.
@@ -69,36 +53,11 @@ type LaunchSpec struct {
 // report. exit is the first failing rank's exit code (0 when all succeeded): then the ranks
 // have printed their own error lines to Output and rep is nil. err is for a launch that could
 // not happen (E_INPUT, E_COMM_INIT). No rank process outlives the call.
-func SelfLaunch(ctx context.Context, spec LaunchSpec) (rep *Report, exit int, err error) {
-	if spec.World < 1 || spec.World > rdzv.MaxWorld {
-		return nil, 2, errs.New(errs.Input, "collectives: %d processes (want 1..%d)", spec.World, rdzv.MaxWorld)
-	}
-	dir, err := os.MkdirTemp("", "tessera-collectives-")
-	if err != nil {
-		return nil, 3, errs.New(errs.Input, "collectives: temporary folder: %v", err)
-	}
-	defer os.RemoveAll(dir)
-	out := filepath.Join(dir, "rank0.json")
-	to := spec.RdzvTimeout
-	if to <= 0 {
-		to = 60 * time.Second
-	}
-	w := spec.Output
-	if w == nil {
-		w = io.Discard
-	}
-	exit, err = launch.Run(ctx, launch.Spec{NProcPerNode: spec.World, Program: spec.Program, Args: spec.Args,
-		Env: []string{ResultEnv + "=" + out}, Timeout: to, Stdout: w, Stderr: w, Log: w})
+func SelfLaunch(ctx context.Context, spec LaunchSpec) (*Report, int, error) {
+	rep := &Report{}
+	exit, err := launch.RunForResult(ctx, "collectives", spec.World, spec.Program, spec.Args, ResultEnv, spec.Output, spec.RdzvTimeout, rep)
 	if err != nil || exit != 0 {
 		return nil, exit, err
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		return nil, 1, errs.New(errs.Internal, "collectives: every rank succeeded but rank 0 left no report: %v", err)
-	}
-	rep = &Report{}
-	if err := json.Unmarshal(data, rep); err != nil {
-		return nil, 1, errs.New(errs.Internal, "collectives: rank 0's report: %v", err)
 	}
 	return rep, 0, nil
 }

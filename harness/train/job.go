@@ -5,29 +5,15 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
-	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
 // ResultEnv names the file rank 0 of a self-launched tcp job writes its Result to.
 const ResultEnv = "TESSERA_TRAIN_RESULT"
-
-// InJob reports whether this process is a rank of a launched job (torchrun's or Slurm's
-// variables are set).
-func InJob() bool {
-	for _, k := range []string{"RANK", "WORLD_SIZE", "SLURM_PROCID"} {
-		if _, ok := os.LookupEnv(k); ok {
-			return true
-		}
-	}
-	return false
-}
 
 // Inproc runs cfg on world goroutine ranks over the in-process transport and returns rank 0's
 // result; every rank must end with the same parameters (E_NONDETERMINISTIC otherwise).
@@ -108,27 +94,10 @@ func Rank(ctx context.Context, cfg Config) (*Result, error) {
 // engine/dist/launch and returns rank 0's result; exit is the first failing rank's exit code
 // (its error line went to out). No rank process outlives the call.
 func SelfLaunch(ctx context.Context, world int, program string, args []string, out io.Writer) (*Result, int, error) {
-	if world < 1 || world > rdzv.MaxWorld {
-		return nil, 2, errs.New(errs.Input, "train: %d processes (want 1..%d)", world, rdzv.MaxWorld)
-	}
-	dir, err := os.MkdirTemp("", "tessera-train-")
-	if err != nil {
-		return nil, 3, errs.New(errs.Input, "train: temporary folder: %v", err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "rank0.json")
-	exit, err := launch.Run(ctx, launch.Spec{NProcPerNode: world, Program: program, Args: args,
-		Env: []string{ResultEnv + "=" + path}, Timeout: 60 * time.Second, Stdout: out, Stderr: out, Log: out})
+	res := &Result{}
+	exit, err := launch.RunForResult(ctx, "train", world, program, args, ResultEnv, out, 0, res)
 	if err != nil || exit != 0 {
 		return nil, exit, err
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, 1, errs.New(errs.Internal, "train: every rank succeeded but rank 0 left no result: %v", err)
-	}
-	res := &Result{}
-	if err := json.Unmarshal(data, res); err != nil {
-		return nil, 1, errs.New(errs.Internal, "train: rank 0's result: %v", err)
 	}
 	return res, 0, nil
 }

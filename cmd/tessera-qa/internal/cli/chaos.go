@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 	"github.com/tessera-qa/tessera-qa/chaos"
 	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
-	"github.com/tessera-qa/tessera-qa/harness/train"
 )
 
 func init() { registerVerb(newChaosCmd) }
@@ -84,7 +84,7 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 			}
 			base.CommTimeout, base.Bound = chaos.Duration(commTimeout), chaos.Duration(bound)
 			var cluster *rdzv.Env
-			if train.InJob() {
+			if launch.InJob() {
 				env, err := rdzv.FromOS()
 				if err != nil {
 					return err
@@ -243,7 +243,7 @@ func chaosScenarios(cmd *cobra.Command, base chaos.Scenario, killRank, atStep, h
 		}
 		var out []*chaos.Scenario
 		for i := range count {
-			sc, err := chaos.RandomScenario(base, seed+uint64(i), norm.Run(os.Geteuid() == 0 && !train.InJob()), only)
+			sc, err := chaos.RandomScenario(base, seed+uint64(i), norm.Run(os.Geteuid() == 0 && !launch.InJob()), only)
 			if err != nil {
 				return nil, false, err
 			}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"os"
 	"slices"
 	"strconv"
@@ -154,7 +155,7 @@ the transport, gloo or the rendezvous is missing (E_UNSUPPORTED, E_NO_DEVICE, E_
 			o.Command = "tessera-qa " + strings.Join(childArgs(cmd, false), " ")
 			o.Args = childArgs(cmd, true)
 			o.Output = e.stderr
-			if transport != "inproc" && !collectives.InJob() {
+			if transport != "inproc" && !launch.InJob() {
 				if o.Program, err = collectivesExe(); err != nil {
 					return errs.New(errs.Internal, "collectives: cannot find this program to start its ranks: %v", err)
 				}

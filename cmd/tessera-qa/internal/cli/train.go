@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"io"
 	"os"
 	"sync"
@@ -90,7 +91,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			var res *train.Result
 			w := e.human(jsonPath)
 			switch {
-			case transport == "tcp" && train.InJob():
+			case transport == "tcp" && launch.InJob():
 				if os.Getenv(train.ResultEnv) == "" { // under an outside launcher: the log is the progress
 					cfg.Progress = func(step int, loss float64) { fmt.Fprintf(e.stderr, "step %d loss %.6g\n", step, loss) }
 				}
