@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+
+	"github.com/tessera-qa/tessera-qa/mig/green"
 )
 
 // MIG modes as reported.
@@ -52,9 +54,10 @@ func (p Partition) Slices() int {
 // profileRE matches MIG profile names: [Nc.]Ng.MMgb with optional suffixes (+me, -me, +gfx).
 var profileRE = regexp.MustCompile(`^(?:(\d+)c\.)?(\d+)g\.(\d+)gb(?:[+-][a-z]+)*$`)
 
-// Target is what a job can be placed on: a whole GPU, or one MIG partition of it.
+// Target is what a job can be placed on: a whole GPU, one MIG partition of it, or (MIG off) an
+// SM partition made with a green context.
 type Target struct {
-	Kind        string `json:"kind"` // "gpu" or "mig"
+	Kind        string `json:"kind"` // "gpu", "mig" or "sm"
 	Name        string `json:"name"`
 	UUID        string `json:"uuid"`
 	GPU         int    `json:"gpu"`
@@ -64,7 +67,16 @@ type Target struct {
 	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
 	// Visible is the CUDA_VISIBLE_DEVICES value that gives a process exactly this target.
 	Visible string `json:"cuda_visible_devices"`
+	// SM partitions: Env places a process's CUDA backend on a green context of SMs SMs
+	// (TESSERA_CUDA_SMS), Count is how many such partitions the GPU's SMs make. Memory is
+	// shared with the rest of the GPU, so MemoryBytes is left out.
+	Env   string `json:"env,omitempty"`
+	Count int    `json:"count,omitempty"`
 }
+
+// SMPartitionWays are the SM partition plans listed for a GPU without MIG: halves and quarters
+// (2 x 64 and 4 x 32 SMs on an H100, design.md §10).
+var SMPartitionWays = []int{2, 4}
 
 // Targets lists the devices jobs can be placed on: each MIG partition of a GPU with MIG
 // enabled, else the GPU itself. A GPU in MIG mode with no partitions has no target (CUDA sees
@@ -78,12 +90,30 @@ func Targets(gpus []GPU) []Target {
 			}
 			out = append(out, Target{Kind: "gpu", Name: g.Name, UUID: g.UUID, GPU: g.Index, MIGMode: g.MIGMode,
 				SMs: g.SMs, MemoryBytes: g.MemoryBytes, Visible: g.UUID})
+			out = append(out, smTargets(g)...)
 			continue
 		}
 		for _, p := range g.Partitions {
 			out = append(out, Target{Kind: "mig", Name: fmt.Sprintf("MIG %s on %s", p.Profile, g.Name), UUID: p.UUID,
 				GPU: g.Index, Profile: p.Profile, MIGMode: g.MIGMode, SMs: p.SMs, MemoryBytes: p.MemoryBytes, Visible: p.UUID})
 		}
+	}
+	return out
+}
+
+// smTargets lists the SM partitions of g (none when its SM count is unknown). A green context
+// splits the SMs of one process's context: two processes placed on partitions of the same size
+// are not given disjoint SMs (without MPS their kernels time-slice), so SM isolation holds
+// between partitions of one process.
+func smTargets(g GPU) []Target {
+	var out []Target
+	for _, n := range SMPartitionWays {
+		size, err := green.Plan(g.SMs, n, 0)
+		if g.SMs == 0 || err != nil {
+			continue
+		}
+		out = append(out, Target{Kind: "sm", Name: fmt.Sprintf("%d-SM partition of %s", size, g.Name), UUID: g.UUID, GPU: g.Index,
+			MIGMode: g.MIGMode, SMs: size, Visible: g.UUID, Env: fmt.Sprintf("TESSERA_CUDA_SMS=%d", size), Count: n})
 	}
 	return out
 }

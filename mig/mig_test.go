@@ -2,6 +2,7 @@ package mig
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -184,4 +185,25 @@ func FuzzParseSMI(f *testing.F) {
 			t.Fatalf("format does not round-trip: %v\n%+v\n%+v", err, gpus, again)
 		}
 	})
+}
+
+// A GPU with MIG off and a known SM count offers its halves and quarters as SM partitions,
+// placed with TESSERA_CUDA_SMS; MIG instances offer none.
+func TestSMPartitionsOfAGPUWithoutMIG(t *testing.T) {
+	gpus := []GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-1", MIGMode: ModeDisabled, SMs: 132, MemoryBytes: 80 << 30}}
+	ts := Targets(gpus)
+	if len(ts) != 3 || ts[0].Kind != "gpu" {
+		t.Fatalf("targets: %+v", ts)
+	}
+	for i, want := range []struct{ sms, count int }{{64, 2}, {32, 4}} {
+		s := ts[i+1]
+		if s.Kind != "sm" || s.SMs != want.sms || s.Count != want.count || s.Env != fmt.Sprintf("TESSERA_CUDA_SMS=%d", want.sms) ||
+			s.Visible != "GPU-1" || s.MemoryBytes != 0 {
+			t.Errorf("SM partition %d: %+v", i, s)
+		}
+	}
+	gpus[0].SMs = 12 // too few SMs for two groups of 8
+	if ts := Targets(gpus); len(ts) != 1 {
+		t.Fatalf("12 SMs gave SM partitions %+v", ts)
+	}
 }

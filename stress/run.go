@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -28,6 +29,10 @@ import (
 const (
 	ModeGoroutines = "goroutines"
 	ModeProcesses  = "processes"
+	// ModeStreams runs each job as a goroutine on a CUDA lane of its own: its own stream,
+	// thread, allocator and modules on the one device, so the jobs' kernels overlap on the GPU
+	// (cuda.Placement.Lane). It needs the CUDA backend.
+	ModeStreams = "streams"
 )
 
 // Options is one stress run.
@@ -90,19 +95,48 @@ type WorkerArgs struct {
 	Plant    string        `json:"plant,omitempty"`
 }
 
-// DeviceSampler returns the device monitors of b when it is the CUDA backend, else nil.
-func DeviceSampler(b backend.Backend) func() (float64, float64, error) {
-	cb, ok := b.(*cuda.Backend)
-	if !ok {
+// DeviceSampler returns the device monitors of bs when they are CUDA backends (lanes of one
+// device), else nil: the device's used memory, and the live bytes of every lane's allocator.
+func DeviceSampler(bs ...backend.Backend) func() (float64, float64, error) {
+	var cbs []*cuda.Backend
+	for _, b := range bs {
+		if cb, ok := b.(*cuda.Backend); ok && !slices.Contains(cbs, cb) {
+			cbs = append(cbs, cb)
+		}
+	}
+	if len(cbs) == 0 {
 		return nil
 	}
 	return func() (float64, float64, error) {
-		s, err := cb.Stats()
-		if err != nil {
-			return 0, 0, err
+		var used, live float64
+		for _, cb := range cbs {
+			s, err := cb.Stats()
+			if err != nil {
+				return 0, 0, err
+			}
+			used, live = float64(s.DeviceTotal-s.DeviceFree), live+float64(s.Alloc.LiveBytes)
 		}
-		return float64(s.DeviceTotal - s.DeviceFree), float64(s.Alloc.LiveBytes), nil
+		return used, live, nil
 	}
+}
+
+// jobBackends is the backend of each job run in this process: o.Backend for every job, or in
+// streams mode a lane of o.Backend's device per job (same partition, if any).
+func jobBackends(o Options) []backend.Backend {
+	bs := make([]backend.Backend, o.Jobs)
+	for j := range bs {
+		bs[j] = o.Backend
+	}
+	cb, ok := o.Backend.(*cuda.Backend)
+	if o.Mode != ModeStreams || !ok {
+		return bs
+	}
+	if info, err := cb.Info(); err == nil {
+		for j := range bs {
+			bs[j] = cuda.NewPlaced(info.Ordinal, cuda.Placement{Lane: j + 1, SMs: cb.Placement().SMs})
+		}
+	}
+	return bs
 }
 
 // Worker is a worker process's body: it runs one job of the plan and writes its events as
@@ -190,8 +224,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Jobs < 1 || o.Duration <= 0 || o.Backend == nil || o.OutDir == "" {
 		return nil, errs.New(errs.Input, "stress: need jobs >= 1, a duration > 0, a backend and an output folder (jobs %d, duration %s)", o.Jobs, o.Duration)
 	}
-	if o.Mode != ModeGoroutines && o.Mode != ModeProcesses {
-		return nil, errs.New(errs.Input, "stress: mode %q (want %s or %s)", o.Mode, ModeGoroutines, ModeProcesses)
+	if o.Mode != ModeGoroutines && o.Mode != ModeProcesses && o.Mode != ModeStreams {
+		return nil, errs.New(errs.Input, "stress: mode %q (want %s, %s or %s)", o.Mode, ModeGoroutines, ModeProcesses, ModeStreams)
+	}
+	if _, isCUDA := o.Backend.(*cuda.Backend); o.Mode == ModeStreams && !isCUDA {
+		return nil, errs.New(errs.Input, "stress: mode %s needs the cuda backend, not %s", ModeStreams, o.Backend.Name())
 	}
 	if o.Mode == ModeProcesses && o.Command == nil {
 		return nil, errs.New(errs.Input, "stress: processes mode needs a worker command")
@@ -226,7 +263,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	start := time.Now()
 	switch o.Mode {
-	case ModeGoroutines:
+	case ModeGoroutines, ModeStreams:
 		runGoroutines(ctx, o, plan, c, until, replays, tmp)
 	case ModeProcesses:
 		runProcesses(ctx, o, planPath, c, until, replays, tmp)
@@ -311,7 +348,8 @@ func progress(o Options, c *collector, until time.Time) func() {
 }
 
 func runGoroutines(ctx context.Context, o Options, plan *Plan, c *collector, until time.Time, replays, tmp string) {
-	s := Sampler{TempDir: tmp, Device: DeviceSampler(o.Backend)}
+	bs := jobBackends(o)
+	s := Sampler{TempDir: tmp, Device: DeviceSampler(append([]backend.Backend{o.Backend}, bs...)...)}
 	t0 := time.Now()
 	c.add("process", Event{Kind: "sample", Sample: ptr(s.Read(since(t0), "before"))})
 	done := make(chan struct{})
@@ -320,7 +358,7 @@ func runGoroutines(ctx context.Context, o Options, plan *Plan, c *collector, unt
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := RunJob(ctx, JobOptions{Plan: plan, Job: j, Backend: o.Backend, Until: until, Replays: replays,
+			err := RunJob(ctx, JobOptions{Plan: plan, Job: j, Backend: bs[j], Until: until, Replays: replays,
 				Plant: o.Plant, Emit: func(e Event) { c.add("process", e) }})
 			if err != nil {
 				c.mu.Lock()

@@ -72,10 +72,17 @@ func Names() []string {
 const (
 	PTXStoreMaskDropped   = "ptx/store/boundary-mask-dropped"
 	PTXLoadBarrierDropped = "ptx/load/barrier-dropped"
+	// CUDAReduceTileFromSMs re-tiles every reduction from the SM count of the context it runs
+	// in, as a per-device tuning without a determinism guard would: the bits of a run still
+	// repeat on one device (or partition), and change between SM partitions of different sizes,
+	// which only the partitions suite's golden-on-partitions spec sees.
+	CUDAReduceTileFromSMs = "cuda/schedule/reduce-tile-from-sm-count"
 )
 
-// GPUNames lists the GPU code generator's faults.
-func GPUNames() []string { return []string{PTXStoreMaskDropped, PTXLoadBarrierDropped} }
+// GPUNames lists the GPU code generator's and the CUDA backend's result faults.
+func GPUNames() []string {
+	return []string{PTXStoreMaskDropped, PTXLoadBarrierDropped, CUDAReduceTileFromSMs}
+}
 
 // Faults that leave every result right and leak a resource instead: only a soak's leak
 // monitors (package stress) catch them, so they are not in Names either; the stress suite and
@@ -84,7 +91,10 @@ const (
 	// CPUBuffersKeptPerRun keeps every run's buffers reachable from a package-level list, as
 	// a buffer cache that is filled and never evicted would.
 	CPUBuffersKeptPerRun = "cpu/run/buffers-kept-per-run"
+	// CUDABuffersKeptPerRun forgets to hand a run's device buffers back to the caching
+	// allocator: device memory leaks a program's buffers per run (the device monitors).
+	CUDABuffersKeptPerRun = "cuda/run/buffers-kept-per-run"
 )
 
 // StressNames lists the faults only a soak catches.
-func StressNames() []string { return []string{CPUBuffersKeptPerRun} }
+func StressNames() []string { return []string{CPUBuffersKeptPerRun, CUDABuffersKeptPerRun} }

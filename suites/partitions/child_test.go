@@ -39,6 +39,9 @@ func runChild(role string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if role == "load" {
+		return loadGPU(fail)
+	}
 	parts, err := green.Split(0, 2, 0)
 	if err != nil {
 		return fail(err)

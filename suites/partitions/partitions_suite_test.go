@@ -5,7 +5,10 @@
 //   - results: a job on partition A gives the same bits whatever partition B runs;
 //   - faults: an illegal address in B's process kills only B's process;
 //   - memory: a buffer of A's process is not readable from B's process;
-//   - performance: A's throughput next to a noisy neighbour on B, as a ratio to alone (reported).
+//   - performance: A's throughput next to a noisy neighbour on B, as a ratio to alone (reported);
+//   - reproducibility (item 5): the engine's golden catalogue gives the same bits on 1/4, 1/2
+//     and the whole GPU (TESSERA_CUDA_SMS places a process on a partition), and on a partition
+//     while another process loads the GPU; a planted SM-count-dependent tiling is caught.
 //
 // Green contexts isolate SMs only. Memory bandwidth, L2, device memory capacity and the copy
 // engines are shared, and the report says so. Fault and memory isolation between processes comes
@@ -26,11 +29,26 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
+	"github.com/tessera-qa/tessera-qa/golden"
 )
 
 func TestPartitions(t *testing.T) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(runChild(role))
+	}
+	// A digest child runs the golden catalogue on the CUDA backend, placed by TESSERA_CUDA_SMS.
+	if os.Getenv(golden.DigestChildEnv) == "1" {
+		b, err := backend.Get("cuda")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := golden.PrintDigests(os.Stdout, golden.ComputeDigests(golden.Catalogue(), []backend.Backend{b})); err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Partitions Suite")

@@ -10,7 +10,9 @@
 // launches; exec.go runs a Program; timing.go times one with CUDA events.
 //
 // Environment: TESSERA_CUDA_DISABLE=1 makes the backend unavailable; TESSERA_CUDA_DEVICE=N
-// picks the device of the registered backend; TESSERA_CUDA_SYNC=1 synchronises after every
+// picks the device of the registered backend; TESSERA_CUDA_SMS=N runs it on an SM partition of
+// N SMs (a green context, Placement), as CUDA_VISIBLE_DEVICES=MIG-... places a process on a MIG
+// instance; TESSERA_CUDA_SYNC=1 synchronises after every
 // kernel (faults name their kernel); TESSERA_CUDA_POISON=1 fills every allocation with 0xFF.
 package cuda
 
@@ -27,6 +29,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
@@ -44,6 +47,8 @@ type Backend struct {
 	Poison bool
 
 	ordinal int // -1: from the environment
+	at      Placement
+	atEnv   bool // at comes from TESSERA_CUDA_SMS
 
 	once   sync.Once
 	err    error
@@ -58,6 +63,14 @@ var _ backend.Backend = (*Backend)(nil)
 // New returns a backend for device ordinal (not registered; the registry holds device 0 or
 // $TESSERA_CUDA_DEVICE). Backends of one device share its owner thread, memory and modules.
 func New(ordinal int) *Backend { return &Backend{ordinal: ordinal} }
+
+// NewPlaced returns a backend for device ordinal at a placement: a lane of its own (its own
+// stream and thread, for concurrent streams) and/or an SM partition. Backends of one ordinal
+// and placement share their owner.
+func NewPlaced(ordinal int, at Placement) *Backend { return &Backend{ordinal: ordinal, at: at} }
+
+// Placement is where the backend runs (the zero value: the whole device, shared stream).
+func (b *Backend) Placement() Placement { return b.at }
 
 // Name is "cuda".
 func (*Backend) Name() string { return "cuda" }
@@ -94,6 +107,16 @@ func (b *Backend) init() {
 			ord = n
 		}
 	}
+	if b.ordinal < 0 {
+		if s := os.Getenv("TESSERA_CUDA_SMS"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				b.err = errs.New(errs.Input, "TESSERA_CUDA_SMS=%q is not an SM count", s)
+				return
+			}
+			b.at.SMs, b.atEnv = n, true
+		}
+	}
 	devs, err := Devices()
 	if err != nil {
 		b.err = err
@@ -113,10 +136,14 @@ func (b *Backend) init() {
 		b.err = err
 		return
 	}
-	if b.o, err = ownerFor(a, b.info); err != nil {
+	if b.o, err = ownerFor(a, b.info, b.at); err != nil {
+		if b.atEnv {
+			err = errs.Wrap(errs.CodeOf(err), err, "TESSERA_CUDA_SMS=%d", b.at.SMs)
+		}
 		b.err = err
 		return
 	}
+	b.info = b.o.info // a partition's SM count
 	if b.Poison {
 		b.o.mem.setPoison(true)
 	}
@@ -153,12 +180,17 @@ func (b *Backend) found() bool {
 	return b.err == nil
 }
 
-// Device is e.g. "NVIDIA H100 80GB HBM3 sm_90 (132 SMs)", or "none".
+// Device is e.g. "NVIDIA H100 80GB HBM3 sm_90 (132 SMs)", with " SM partition" on a green
+// context, or "none".
 func (b *Backend) Device() string {
 	if !b.found() {
 		return "none"
 	}
-	return b.info.String()
+	s := b.info.String()
+	if b.at.SMs > 0 {
+		s += " SM partition"
+	}
+	return s
 }
 
 // DeviceClass is "cuda/" + the architecture, e.g. "cuda/sm_90": the generated code, and so the
@@ -190,6 +222,7 @@ func (b *Backend) Determinism() string { return "bitwise" }
 // Run checks inputs against the program's graph, runs every kernel in order on the device and
 // returns a fresh copy of each output.
 func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	p = failpoint.Apply(failpoint.CUDAReduceTileFromSMs, p, b.retileBySMs)
 	mods, err := b.begin(p, inputs)
 	if err != nil {
 		return nil, err
@@ -207,7 +240,11 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 		if err == nil {
 			out, err = e.download()
 		}
-		if rerr := e.release(); err == nil {
+		release := e.release
+		if failpoint.Enabled(failpoint.CUDABuffersKeptPerRun) {
+			release = e.forget
+		}
+		if rerr := release(); err == nil {
 			err = rerr
 		}
 		return err

@@ -71,6 +71,22 @@ type api struct {
 	cuIpcCloseMemHandle  func(p uint64) cuResult
 	cuIpcGetEventHandle  func(h *IPCEventHandle, e uintptr) cuResult
 	cuIpcOpenEventHandle func(e *uintptr, h IPCEventHandle) cuResult
+
+	// Stream-ordered copies and fills of the execution path (memory.go): with several streams
+	// on one device (lanes, green partitions) the legacy stream's synchronous copies would not
+	// be ordered with a non-blocking stream's kernels.
+	cuMemcpyDtoHAsync func(dst unsafe.Pointer, src uint64, n uint64, s uintptr) cuResult
+	cuMemsetD8Async   func(dst uint64, v uint8, n uint64, s uintptr) cuResult
+
+	// Green contexts (CUDA 12.4+), bound only where the driver has them (optionalBindings):
+	// a nil field means a placement on an SM partition is E_UNSUPPORTED.
+	cuDeviceGetDevResource      func(dev int32, res *smResource, typ int32) cuResult
+	cuDevSmResourceSplitByCount func(result *smResource, nbGroups *uint32, input *smResource, remaining *smResource, useFlags uint32, minCount uint32) cuResult
+	cuDevResourceGenerateDesc   func(desc *uintptr, res *smResource, n uint32) cuResult
+	cuGreenCtxCreate            func(g *uintptr, desc uintptr, dev int32, flags uint32) cuResult
+	cuCtxFromGreenCtx           func(ctx *uintptr, g uintptr) cuResult
+	cuGreenCtxStreamCreate      func(s *uintptr, g uintptr, flags uint32, priority int32) cuResult
+	cuGreenCtxGetDevResource    func(g uintptr, res *smResource, typ int32) cuResult
 }
 
 // binding names the C symbols that may implement one api field, best first. The driver keeps
@@ -128,6 +144,21 @@ func (a *api) bindings() []binding {
 		{&a.cuIpcCloseMemHandle, []string{"cuIpcCloseMemHandle"}},
 		{&a.cuIpcGetEventHandle, []string{"cuIpcGetEventHandle"}},
 		{&a.cuIpcOpenEventHandle, []string{"cuIpcOpenEventHandle"}},
+		{&a.cuMemcpyDtoHAsync, []string{"cuMemcpyDtoHAsync_v2"}},
+		{&a.cuMemsetD8Async, []string{"cuMemsetD8Async"}},
+	}
+}
+
+// optionalBindings are entry points a driver may lack without the backend being unusable.
+func (a *api) optionalBindings() []binding {
+	return []binding{
+		{&a.cuDeviceGetDevResource, []string{"cuDeviceGetDevResource"}},
+		{&a.cuDevSmResourceSplitByCount, []string{"cuDevSmResourceSplitByCount"}},
+		{&a.cuDevResourceGenerateDesc, []string{"cuDevResourceGenerateDesc"}},
+		{&a.cuGreenCtxCreate, []string{"cuGreenCtxCreate"}},
+		{&a.cuCtxFromGreenCtx, []string{"cuCtxFromGreenCtx"}},
+		{&a.cuGreenCtxStreamCreate, []string{"cuGreenCtxStreamCreate"}},
+		{&a.cuGreenCtxGetDevResource, []string{"cuGreenCtxGetDevResource"}},
 	}
 }
 
@@ -154,6 +185,14 @@ func (a *api) bind(lib string, look symbolLookup, register func(fn any, addr uin
 	}
 	if len(missing) > 0 {
 		return errs.New(errs.NoDevice, "NVIDIA driver %s lacks symbols %s (driver too old?)", lib, strings.Join(missing, ", "))
+	}
+	for _, b := range a.optionalBindings() {
+		for _, n := range b.names {
+			if addr := look(n); addr != 0 {
+				register(b.fn, addr)
+				break
+			}
+		}
 	}
 	return nil
 }

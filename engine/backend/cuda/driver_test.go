@@ -40,8 +40,27 @@ func TestBindRegistersEverySignature(t *testing.T) {
 			t.Errorf("api.%s was not bound", v.Type().Field(i).Name)
 		}
 	}
-	if n := len(a.bindings()); n != v.NumField() {
+	if n := len(a.bindings()) + len(a.optionalBindings()); n != v.NumField() {
 		t.Errorf("%d bindings for %d api fields", n, v.NumField())
+	}
+}
+
+// A driver without green contexts (before CUDA 12.4) still runs everything else; only a
+// placement on an SM partition is refused, when asked for (greenContext).
+func TestBindLeavesMissingOptionalSymbolsUnbound(t *testing.T) {
+	look, _ := fakeSymbols("cuGreenCtxCreate", "cuDevSmResourceSplitByCount")
+	a := &api{}
+	if err := a.bind("libcuda.so.1", look, purego.RegisterFunc); err != nil {
+		t.Fatalf("a missing green-context symbol made the driver unusable: %v", err)
+	}
+	if a.cuGreenCtxCreate != nil || a.cuDevSmResourceSplitByCount != nil {
+		t.Error("a missing optional symbol was bound")
+	}
+	if a.cuGreenCtxStreamCreate == nil || a.cuMemAlloc == nil {
+		t.Error("present symbols were not bound")
+	}
+	if a.hasGreen() {
+		t.Error("hasGreen with cuGreenCtxCreate missing")
 	}
 }
 

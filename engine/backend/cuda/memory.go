@@ -1,14 +1,16 @@
 package cuda
 
 import (
+	"runtime"
 	"unsafe"
 )
 
 // driverMem is devMem on a real device. Its methods, like every driver call, must run on the
 // device's owner thread.
 type driverMem struct {
-	a     *api
-	where string
+	a      *api
+	where  string
+	stream uintptr // the owner's: fills are ordered with its kernels
 }
 
 func (m *driverMem) alloc(n uint64) (uint64, error) {
@@ -24,30 +26,36 @@ func (m *driverMem) free(p uint64) error {
 }
 
 func (m *driverMem) memset(p uint64, v byte, n uint64) error {
-	return m.a.check(m.a.cuMemsetD8(p, v, n), "%s: cuMemsetD8(0x%x, 0x%02x, %d)", m.where, p, v, n)
+	return m.a.check(m.a.cuMemsetD8Async(p, v, n, m.stream), "%s: cuMemsetD8Async(0x%x, 0x%02x, %d)", m.where, p, v, n)
 }
 
-// The copies below are the synchronous driver copies: they return when host memory may be
-// reused (host to device) or holds the data (device to host), and they are ordered after
-// earlier work on the owner's blocking stream. Go heap memory does not move, and purego keeps
-// the slice alive for the duration of the call, which is all the driver holds it for.
+// The copies below are ordered on the owner's stream, so they need no ordering with the
+// legacy stream: on a lane's or a partition's non-blocking stream a synchronous copy would not
+// wait for the stream's kernels, nor they for it. From pageable host memory the driver stages
+// the source before cuMemcpyHtoDAsync returns (the caller may reuse it); the copy to host
+// waits for the stream so that dst holds the data on return. Go heap memory does not move.
 
 // h2d copies src to device address dst.
 func (o *owner) h2d(dst uint64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return o.a.check(o.a.cuMemcpyHtoD(dst, unsafe.Pointer(&src[0]), uint64(len(src))),
-		"%s: cuMemcpyHtoD(%d bytes)", o.where(), len(src))
+	return o.a.check(o.a.cuMemcpyHtoDAsync(dst, unsafe.Pointer(&src[0]), uint64(len(src)), o.stream),
+		"%s: cuMemcpyHtoDAsync(%d bytes)", o.where(), len(src))
 }
 
-// d2h copies len(dst) bytes from device address src.
+// d2h copies len(dst) bytes from device address src, after the stream's earlier work.
 func (o *owner) d2h(dst []byte, src uint64) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return o.a.check(o.a.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), src, uint64(len(dst))),
-		"%s: cuMemcpyDtoH(%d bytes)", o.where(), len(dst))
+	if err := o.a.check(o.a.cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), src, uint64(len(dst)), o.stream),
+		"%s: cuMemcpyDtoHAsync(%d bytes)", o.where(), len(dst)); err != nil {
+		return err
+	}
+	err := o.a.check(o.a.cuStreamSynchronize(o.stream), "%s: cuMemcpyDtoHAsync(%d bytes): stream", o.where(), len(dst))
+	runtime.KeepAlive(dst)
+	return err
 }
 
 // d2d copies n bytes between device addresses.
@@ -55,7 +63,7 @@ func (o *owner) d2d(dst, src uint64, n int) error {
 	if n == 0 {
 		return nil
 	}
-	return o.a.check(o.a.cuMemcpyDtoD(dst, src, uint64(n)), "%s: cuMemcpyDtoD(%d bytes)", o.where(), n)
+	return o.a.check(o.a.cuMemcpyDtoDAsync(dst, src, uint64(n), o.stream), "%s: cuMemcpyDtoDAsync(%d bytes)", o.where(), n)
 }
 
 // memInfo returns the device's free and total memory.

@@ -3,6 +3,7 @@
 package ptx
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
@@ -33,6 +34,9 @@ func TestGPUFaultsChangeTheGeneratedPTX(t *testing.T) {
 	}
 	clean := gen()
 	for _, name := range failpoint.GPUNames() {
+		if !strings.HasPrefix(name, "ptx/") {
+			continue // a backend fault (cuda/...): it leaves the generator alone
+		}
 		if err := failpoint.Activate(name); err != nil {
 			t.Fatal(err)
 		}

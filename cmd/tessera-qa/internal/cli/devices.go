@@ -29,6 +29,8 @@ type deviceJSON struct {
 	SMs         int    `json:"sms,omitempty"`
 	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
 	Visible     string `json:"cuda_visible_devices,omitempty"`
+	Env         string `json:"env,omitempty"`   // SM partitions: the variable that places a process there
+	Count       int    `json:"count,omitempty"` // SM partitions: how many of this size the GPU makes
 	Source      string `json:"source,omitempty"`
 }
 
@@ -41,7 +43,7 @@ func partitionEntries(gpus []mig.GPU, source string) []deviceJSON {
 	for _, t := range mig.Targets(gpus) {
 		out = append(out, deviceJSON{Backend: "cuda", Available: true, Device: t.Name, Kind: t.Kind, UUID: t.UUID,
 			GPU: &t.GPU, Profile: t.Profile, MIGMode: t.MIGMode, SMs: t.SMs, MemoryBytes: t.MemoryBytes,
-			Visible: t.Visible, Source: source})
+			Visible: t.Visible, Env: t.Env, Count: t.Count, Source: source})
 	}
 	return out
 }
@@ -82,9 +84,9 @@ func newDevicesCmd(e *env) *cobra.Command {
 			if derr != nil {
 				fmt.Fprintf(e.human(jsonPath), "partitions: none found (%v)\n", derr)
 			} else {
-				fmt.Fprintf(e.human(jsonPath), "partitions (%s; MIG instances when MIG is on, else whole GPUs):\n", source)
+				fmt.Fprintf(e.human(jsonPath), "partitions (%s; MIG instances when MIG is on, else whole GPUs and their SM partitions):\n", source)
 				w = tabwriter.NewWriter(e.human(jsonPath), 0, 0, 2, ' ', 0)
-				fmt.Fprintln(w, "KIND\tGPU\tMIG\tDEVICE\tSMS\tMEMORY\tCUDA_VISIBLE_DEVICES")
+				fmt.Fprintln(w, "KIND\tGPU\tMIG\tDEVICE\tSMS\tMEMORY\tPLACE WITH")
 				for _, d := range parts {
 					sms, mem := "-", "-"
 					if d.SMs > 0 {
@@ -93,7 +95,12 @@ func newDevicesCmd(e *env) *cobra.Command {
 					if d.MemoryBytes > 0 {
 						mem = fmt.Sprintf("%.1f GiB", float64(d.MemoryBytes)/(1<<30))
 					}
-					fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Kind, *d.GPU, d.MIGMode, d.Device, sms, mem, d.Visible)
+					place := "CUDA_VISIBLE_DEVICES=" + d.Visible
+					if d.Env != "" {
+						sms, mem = fmt.Sprintf("%d (x%d)", d.SMs, d.Count), "shared"
+						place += " " + d.Env
+					}
+					fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Kind, *d.GPU, d.MIGMode, d.Device, sms, mem, place)
 				}
 				w.Flush()
 			}

@@ -30,13 +30,15 @@ func newStressCmd(e *env) *cobra.Command {
 		perJob                      int
 	)
 	cmd := &cobra.Command{
-		Use:   "stress --jobs N --mode goroutines|processes [--device cpu|cuda] --duration D [--json FILE]",
+		Use:   "stress --jobs N --mode goroutines|processes|streams [--device cpu|cuda] --duration D [--json FILE]",
 		Short: "Run N concurrent jobs of random graphs, compare every result with its alone run, watch for leaks",
 		Long: `Each job cycles through its own pool of seeded random graphs (harness/prop's generator). Before
 the soak every graph runs alone, one at a time, and its digest and latency are recorded (the
 plan); under load each result must give the same bits: a difference is E_NONDETERMINISTIC and
 leaves a replay manifest. Jobs are goroutines of this process (--mode goroutines) or processes
-of this binary (--mode processes). Leak monitors sample RSS, goroutines, open fds, files under
+of this binary (--mode processes), or goroutines each on a CUDA stream, thread and
+allocator of its own on the one GPU, so their kernels overlap (--mode streams, --device cuda).
+A process placed on an SM partition (TESSERA_CUDA_SMS=N) runs every job there. Leak monitors sample RSS, goroutines, open fds, files under
 the run's temp folder and, with --device cuda, device memory and the caching allocator's live
 bytes, before, during and after the soak: a monitor leaks when the floor of its samples rises
 in every quarter of the soak and by more than its allowance (package stress, Allowances).
@@ -60,11 +62,14 @@ Exit 0 when there is no mismatch, error or leak; 1 when there is; 2 for bad usag
 			if jobs < 1 {
 				return usage(cmd, "--jobs %d: need at least 1", jobs)
 			}
-			if mode != stress.ModeGoroutines && mode != stress.ModeProcesses {
-				return usage(cmd, "--mode %q: want goroutines or processes (streams mode is not built yet)", mode)
+			if mode != stress.ModeGoroutines && mode != stress.ModeProcesses && mode != stress.ModeStreams {
+				return usage(cmd, "--mode %q: want goroutines, processes or streams", mode)
 			}
 			if device != "cpu" && device != "cuda" {
 				return usage(cmd, "--device %q: want cpu or cuda", device)
+			}
+			if mode == stress.ModeStreams && device != "cuda" {
+				return usage(cmd, "--mode streams runs jobs on CUDA streams: it needs --device cuda")
 			}
 			if duration <= 0 {
 				return usage(cmd, "--duration %s: need more than 0", duration)
@@ -107,7 +112,7 @@ Exit 0 when there is no mismatch, error or leak; 1 when there is; 2 for bad usag
 	}
 	f := cmd.Flags()
 	f.IntVar(&jobs, "jobs", 4, "concurrent jobs")
-	f.StringVar(&mode, "mode", stress.ModeGoroutines, "jobs as goroutines or processes")
+	f.StringVar(&mode, "mode", stress.ModeGoroutines, "jobs as goroutines, processes or streams (CUDA lanes of one process)")
 	f.StringVar(&device, "device", "cpu", "backend the jobs run on: cpu or cuda")
 	f.DurationVar(&duration, "duration", 30*time.Second, "length of the loaded phase (the soak)")
 	f.DurationVar(&interval, "interval", 250*time.Millisecond, "time between monitor samples")
