@@ -20,7 +20,7 @@
 // A refresh (what `tessera-qa determinism pin` does):
 //
 //	rec, _ := pins.Record(golden.Catalogue(), b)
-//	old, ok, _ := pins.Load(os.DirFS("golden/pins"), rec.DeviceClass)
+//	old, ok, _ := pins.Load(os.DirFS("golden/pins"), "golden/pins", rec.DeviceClass)
 //	f, diff, err := pins.Refresh(old, ok, rec, acks) // E_NONDETERMINISTIC: a change no ack covers
 //	pins.Save("golden/pins", f)
 package pins

@@ -18,7 +18,7 @@ func TestPlantedReductionOrderIsSelfConsistentButCaughtByThePins(t *testing.T) {
 		t.Skip("needs a failpoints build: go test -tags failpoints ./harness/pins -run Planted")
 	}
 	b := cpuBackend(t)
-	pinned, ok, err := Load(golden.Pins(), b.DeviceClass())
+	pinned, ok, err := Load(golden.Pins(), golden.PinsRoot, b.DeviceClass())
 	if err != nil {
 		t.Fatal(err)
 	}

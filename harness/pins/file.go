@@ -13,7 +13,6 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
-	"github.com/tessera-qa/tessera-qa/golden"
 	"github.com/tessera-qa/tessera-qa/harness"
 )
 
@@ -179,9 +178,10 @@ func Marshal(f File) ([]byte, error) {
 }
 
 // Load reads the pin file of class from fsys (golden.Pins() or os.DirFS of a pins
-// directory). ok is false when there is none; a file that is there but bad, or that pins
-// another class, is an E_INPUT error naming it.
-func Load(fsys fs.FS, class string) (f File, ok bool, err error) {
+// directory); root names fsys's directory in messages (golden.PinsRoot, or the directory).
+// ok is false when there is none; a file that is there but bad, or that pins another class,
+// is an E_INPUT error naming it.
+func Load(fsys fs.FS, root, class string) (f File, ok bool, err error) {
 	if err := CheckClass(class); err != nil {
 		return File{}, false, err
 	}
@@ -194,10 +194,10 @@ func Load(fsys fs.FS, class string) (f File, ok bool, err error) {
 		return File{}, false, errs.Wrap(errs.Input, err, "pins: read %s", name)
 	}
 	if f, err = Parse(data); err != nil {
-		return File{}, false, errs.Wrap(errs.Input, err, "%s", path.Join(golden.PinsRoot, name))
+		return File{}, false, errs.Wrap(errs.Input, err, "%s", path.Join(root, name))
 	}
 	if f.DeviceClass != class {
-		return File{}, false, errs.New(errs.Input, "%s pins device class %s, want %s", path.Join(golden.PinsRoot, name), f.DeviceClass, class)
+		return File{}, false, errs.New(errs.Input, "%s pins device class %s, want %s", path.Join(root, name), f.DeviceClass, class)
 	}
 	return f, true, nil
 }

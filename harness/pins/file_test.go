@@ -94,20 +94,20 @@ func TestLoadSaveAndTheirErrors(t *testing.T) {
 	if err != nil || p != filepath.Join(dir, "cuda_sm_90.json") {
 		t.Fatalf("Save: %s, %v", p, err)
 	}
-	g, ok, err := Load(os.DirFS(dir), "cuda/sm_90")
+	g, ok, err := Load(os.DirFS(dir), dir, "cuda/sm_90")
 	if err != nil || !ok || !reflect.DeepEqual(g, f) {
 		t.Fatalf("Load: %+v, %v, %v", g, ok, err)
 	}
-	if _, ok, err := Load(os.DirFS(dir), "cuda/sm_100"); ok || err != nil {
+	if _, ok, err := Load(os.DirFS(dir), dir, "cuda/sm_100"); ok || err != nil {
 		t.Errorf("a class without a file: ok %v, err %v; want false, nil", ok, err)
 	}
 	data, _ := Marshal(f)
 	other := fstest.MapFS{"cuda_sm_100.json": {Data: data}, "cpu_amd64.json": {Data: []byte("{}")}}
-	_, _, err = Load(other, "cuda/sm_100")
+	_, _, err = Load(other, golden.PinsRoot, "cuda/sm_100")
 	wantCode(t, err, errs.Input, "golden/pins/cuda_sm_100.json", "pins device class cuda/sm_90, want cuda/sm_100")
-	_, _, err = Load(other, "cpu/amd64")
+	_, _, err = Load(other, golden.PinsRoot, "cpu/amd64")
 	wantCode(t, err, errs.Input, "golden/pins/cpu_amd64.json", "format")
-	_, _, err = Load(other, `cpu\\amd64`)
+	_, _, err = Load(other, golden.PinsRoot, `cpu\\amd64`)
 	wantCode(t, err, errs.Input, "device class")
 	if _, err := Save(dir, File{}); errs.CodeOf(err) != errs.Input {
 		t.Errorf("Save of an empty file: %v, want E_INPUT", err)

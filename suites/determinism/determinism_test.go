@@ -97,7 +97,7 @@ var _ = Describe("determinism", func() {
 			// Loaded on first use, after BeforeEach found the backend available (an
 			// unavailable one has no real class).
 			load := sync.OnceValues(func() (classPins, error) {
-				f, ok, err := pins.Load(golden.Pins(), b.DeviceClass())
+				f, ok, err := pins.Load(golden.Pins(), golden.PinsRoot, b.DeviceClass())
 				return classPins{f, ok}, err
 			})
 

@@ -138,11 +138,11 @@ usage, 3 when --backend cannot run here.`,
 // loadPins reads the pins of class from dir, else from the binary's embedded pins, and says
 // which ("none": no pins yet).
 func loadPins(dir, class string) (pins.File, bool, string, error) {
-	f, ok, err := pins.Load(os.DirFS(dir), class)
+	f, ok, err := pins.Load(os.DirFS(dir), dir, class)
 	if err != nil || ok {
 		return f, ok, filepath.Join(dir, pins.FileName(class)), err
 	}
-	f, ok, err = pins.Load(golden.Pins(), class)
+	f, ok, err = pins.Load(golden.Pins(), "embedded "+golden.PinsRoot, class)
 	if err != nil || ok {
 		return f, ok, "embedded " + filepath.Join(golden.PinsRoot, pins.FileName(class)), err
 	}

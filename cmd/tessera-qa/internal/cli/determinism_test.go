@@ -45,7 +45,7 @@ func TestDeterminismPinRefusesAChangeUntilAcknowledged(t *testing.T) {
 	if !strings.Contains(o.stdout, "written") {
 		t.Fatalf("first pin wrote nothing:\n%s", o.stdout)
 	}
-	f, ok, err := pins.Load(os.DirFS(out), class)
+	f, ok, err := pins.Load(os.DirFS(out), out, class)
 	if err != nil || !ok || len(f.Cases) != 2 {
 		t.Fatalf("pinned file: %d cases, %v, %v", len(f.Cases), ok, err)
 	}
@@ -65,7 +65,7 @@ func TestDeterminismPinRefusesAChangeUntilAcknowledged(t *testing.T) {
 			t.Errorf("refusal output lacks %q:\n%s", want, o.stdout)
 		}
 	}
-	if g, _, _ := pins.Load(os.DirFS(out), class); !slices.Equal(g.Cases[name].Outputs, stale.Outputs) {
+	if g, _, _ := pins.Load(os.DirFS(out), out, class); !slices.Equal(g.Cases[name].Outputs, stale.Outputs) {
 		t.Fatal("a refused refresh rewrote the file")
 	}
 
@@ -77,7 +77,7 @@ func TestDeterminismPinRefusesAChangeUntilAcknowledged(t *testing.T) {
 	if !strings.Contains(o.stdout, "(acknowledged)") || !strings.Contains(o.stdout, "1 changed") {
 		t.Errorf("accepted refresh output:\n%s", o.stdout)
 	}
-	g, _, err := pins.Load(os.DirFS(out), class)
+	g, _, err := pins.Load(os.DirFS(out), out, class)
 	if err != nil {
 		t.Fatal(err)
 	}
