@@ -134,9 +134,17 @@ func TestCheckedInPinsAreValidAndCoverTheCatalogue(t *testing.T) {
 		if b, _ := Marshal(f); string(b) != string(data) {
 			t.Errorf("%s is not as Marshal writes it (edited by hand?)", name)
 		}
+		names := map[string]bool{}
 		for _, s := range golden.Catalogue() {
+			names[s.Name] = true
 			if p, ok := f.Cases[s.Name]; !ok || len(p.Outputs) != len(s.Graph.Outputs) {
-				t.Errorf("%s: case %s: %d pinned outputs, the graph has %d", name, s.Name, len(p.Outputs), len(s.Graph.Outputs))
+				t.Errorf("%s: case %s: %d pinned outputs, the graph has %d; refresh with `tessera-qa determinism pin`", name, s.Name, len(p.Outputs), len(s.Graph.Outputs))
+				break
+			}
+		}
+		for c := range f.Cases {
+			if !names[c] {
+				t.Errorf("%s pins %s, which is no catalogue case; refresh with `tessera-qa determinism pin`", name, c)
 				break
 			}
 		}
