@@ -40,17 +40,17 @@ func AckCommand(class, name, digest string) string {
 // catalogue's own diff shows them. Without an old file (hasOld false) rec is the first
 // recording.
 func Refresh(old File, hasOld bool, rec Recording, acks []Ack) (File, Diff, error) {
+	diff := Compare(old, rec.Digests)
 	if err := rec.err(); err != nil {
-		return File{}, Diff{}, err
+		return File{}, diff, err
 	}
 	if hasOld && old.DeviceClass != rec.DeviceClass {
-		return File{}, Diff{}, errs.New(errs.Input, "pins: the file pins %s, the run was on %s", old.DeviceClass, rec.DeviceClass)
+		return File{}, diff, errs.New(errs.Input, "pins: the file pins %s, the run was on %s", old.DeviceClass, rec.DeviceClass)
 	}
 	f := File{Format: Format, Version: Version, DeviceClass: rec.DeviceClass, Cases: map[string]Pin{}}
 	for name, outs := range rec.Digests {
 		f.Cases[name] = Pin{Outputs: slices.Clone(outs), Accepted: old.Cases[name].Accepted}
 	}
-	diff := Compare(old, rec.Digests)
 	if !hasOld {
 		return f, diff, f.Check()
 	}
