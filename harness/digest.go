@@ -29,9 +29,11 @@ func Digests(ts []*tensor.Tensor) []string {
 
 // CombinedDigest is the hex SHA-256 over the per-tensor digests in order: one string that is
 // equal for two runs exactly when every output is bitwise equal, in the same order.
-func CombinedDigest(ts []*tensor.Tensor) string { return combine(Digests(ts)) }
+func CombinedDigest(ts []*tensor.Tensor) string { return CombineDigests(Digests(ts)) }
 
-func combine(digests []string) string {
+// CombineDigests is CombinedDigest of outputs whose per-tensor digests (Digests) are already
+// known, such as digests pinned in a file.
+func CombineDigests(digests []string) string {
 	h := sha256.New()
 	h.Write([]byte("tessera.digests.v1"))
 	for _, d := range digests {

@@ -6,7 +6,7 @@
 //	tolerance.go  Tolerance, DefaultTolerance, Bitwise, NoGuard, ForReduction (docs/tolerances.md)
 //	check.go      Check(got, want, tol) CheckResult: structure, NaN/Inf positions, constant
 //	              outputs, magnitude guard, allclose / ULP / bitwise, budget
-//	digest.go     Digests, CombinedDigest
+//	digest.go     Digests, CombinedDigest, CombineDigests
 //	env.go        Env, CaptureEnv
 //	inputs.go     Dist, RandomTensor, RandomInputs, SubSeed: same seed, same bits, anywhere
 //	case.go       Case, Runner, RunCase: compile, run, compare with engine/ref

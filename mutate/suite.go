@@ -46,7 +46,7 @@ var suites = []Suite{
 	{Name: "rounding", Kind: KindGinkgo, Packages: []string{"suites/rounding"},
 		What: "every encoding path bit for bit against an independent encoder (suites/rounding)"},
 	{Name: "determinism", Kind: KindGinkgo, Packages: []string{"suites/determinism"}, OpLabels: true,
-		What: "same bits run after run, in a second process and under GOMAXPROCS 1, 2, 8 (suites/determinism)"},
+		What: "same bits run after run, in a second process, under GOMAXPROCS 1, 2, 8, and as pinned for the device class in golden/pins (suites/determinism)"},
 	// rapid would leave a fail file in the source tree for every fault it catches, and CI
 	// would replay them all.
 	{Name: "property", Kind: KindGinkgo, Packages: []string{"suites/property"}, Args: []string{"-rapid.nofailfile"},

@@ -38,6 +38,20 @@ func (k ReproKey) String() string {
 	return s
 }
 
+// ParseReproKey reads back a repro acknowledgement's target (ReproKey.String). ok is false
+// for a string of another shape.
+func ParseReproKey(target string) (k ReproKey, ok bool) {
+	p := strings.Split(target, "|")
+	if len(p) != 4 && len(p) != 5 {
+		return ReproKey{}, false
+	}
+	k = ReproKey{Suite: p[0], Case: p[1], DeviceClass: p[2], Determinism: p[3]}
+	if len(p) == 5 {
+		k.Computation = p[4]
+	}
+	return k, k.Suite != "" && k.Case != "" && k.DeviceClass != ""
+}
+
 // Name is "suite/case", the matrix row.
 func (k ReproKey) Name() string { return k.Suite + "/" + k.Case }
 

@@ -2,8 +2,13 @@ package determinism_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"path"
 	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,6 +16,8 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/golden"
+	"github.com/tessera-qa/tessera-qa/harness"
+	"github.com/tessera-qa/tessera-qa/harness/pins"
 )
 
 // childAnswer is what the digest child reported, shared with every parallel process.
@@ -54,6 +61,31 @@ func digests(s golden.Spec, b backend.Backend) []string {
 	return d
 }
 
+// classPins is pins.Load's answer for one device class.
+type classPins struct {
+	f  pins.File
+	ok bool
+}
+
+// pinsOf returns the pins compiled into this binary for b's device class, or skips the spec
+// when the class has none: a class nobody recorded is reported, never passed.
+func pinsOf(b backend.Backend, load func() (classPins, error)) pins.File {
+	GinkgoHelper()
+	p, err := load()
+	Expect(err).NotTo(HaveOccurred())
+	if !p.ok {
+		Skip(fmt.Sprintf("no pinned digests for class %s; record them with `tessera-qa determinism pin --backend %s` and check in %s",
+			b.DeviceClass(), b.Name(), path.Join(golden.PinsRoot, pins.FileName(b.DeviceClass()))))
+	}
+	return p.f
+}
+
+// acceptHint says how a change on purpose is accepted (docs/determinism.md).
+func acceptHint(b backend.Backend, name, digest string) string {
+	return fmt.Sprintf("if the change is on purpose: `tessera-qa determinism pin --backend %s` stores the new digests, then `%s`, then pin again and check in %s",
+		b.Name(), pins.AckCommand(b.DeviceClass(), name, digest), path.Join(golden.PinsRoot, pins.FileName(b.DeviceClass())))
+}
+
 var _ = Describe("determinism", func() {
 	for _, b := range backend.All() {
 		Describe("on "+b.Name(), backendLabels(b), func() {
@@ -62,6 +94,35 @@ var _ = Describe("determinism", func() {
 					Skip(b.Name() + " unavailable: " + err.Error())
 				}
 			})
+			// Loaded on first use, after BeforeEach found the backend available (an
+			// unavailable one has no real class).
+			load := sync.OnceValues(func() (classPins, error) {
+				f, ok, err := pins.Load(golden.Pins(), golden.PinsRoot, b.DeviceClass())
+				return classPins{f, ok}, err
+			})
+
+			It("pins every catalogue case and nothing else", func() {
+				f := pinsOf(b, load)
+				var unpinned, stale []string
+				names := map[string]bool{}
+				for _, s := range golden.Catalogue() {
+					names[s.Name] = true
+					if _, ok := f.Cases[s.Name]; !ok {
+						unpinned = append(unpinned, s.Name)
+					}
+				}
+				for name := range f.Cases {
+					if !names[name] {
+						stale = append(stale, name)
+					}
+				}
+				slices.Sort(stale)
+				Expect(unpinned).To(BeEmpty(), "E_INPUT: %d catalogue cases have no pin on %s (first %s); record them with `tessera-qa determinism pin --backend %s`",
+					len(unpinned), b.DeviceClass(), strings.Join(unpinned[:min(3, len(unpinned))], ", "), b.Name())
+				Expect(stale).To(BeEmpty(), "E_INPUT: %d pins on %s name no catalogue case (first %s); refresh with `tessera-qa determinism pin --backend %s`",
+					len(stale), b.DeviceClass(), strings.Join(stale[:min(3, len(stale))], ", "), b.Name())
+			})
+
 			for _, s := range golden.Catalogue() {
 				Context(s.Name, Label(s.Op), func() {
 					It("returns the same bits on every run", func() {
@@ -77,6 +138,20 @@ var _ = Describe("determinism", func() {
 						Expect(child.Set.Errors).NotTo(HaveKey(k), "the child could not run %s", s.Name)
 						Expect(child.Set.Digests).To(HaveKey(k), "the child did not run %s", s.Name)
 						Expect(digests(s, b)).To(Equal(child.Set.Digests[k]), "E_NONDETERMINISTIC: %s on %s: this process and a second one differ", s.Name, b.Name())
+					})
+
+					It("returns the digests pinned for its device class", func() {
+						f := pinsOf(b, load)
+						p, ok := f.Cases[s.Name]
+						if !ok {
+							Skip(fmt.Sprintf("%s has no pin on %s (the spec above lists every unpinned case)", s.Name, b.DeviceClass()))
+						}
+						got := digests(s, b)
+						if !slices.Equal(got, p.Outputs) {
+							g := harness.CombineDigests(got)
+							Fail(fmt.Sprintf("E_NONDETERMINISTIC: %s on %s: digest %.16s, pinned %.16s; %s",
+								s.Name, b.DeviceClass(), g, p.Digest(), acceptHint(b, s.Name, g)))
+						}
 					})
 
 					It("returns the same bits under GOMAXPROCS 1, 2 and 8", func() {
