@@ -91,7 +91,6 @@ func TestCacheHammerCatchesUnlockedUpdates(t *testing.T) {
 	}
 }
 
-
 // JudgeCache on made-up histories: each rule fires on its bug and stays quiet on the legal
 // outcomes around it.
 func TestJudgeCacheRules(t *testing.T) {
