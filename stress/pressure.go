@@ -350,6 +350,20 @@ func RunHog(ctx context.Context, opt JobOptions) error {
 			opt.Emit(Event{Kind: "sample", Job: opt.Job, Sample: &s})
 		}
 	}
+	// wait passes d, sampling every Interval: held and free memory both show in the series.
+	wait := func(d time.Duration) {
+		end := time.Now().Add(d)
+		for time.Now().Before(end) && ctx.Err() == nil {
+			step := time.Until(end)
+			if opt.Sampler != nil && opt.Interval > 0 {
+				step = min(step, opt.Interval)
+			}
+			time.Sleep(step)
+			if opt.Sampler != nil && time.Now().Before(end) {
+				sample("during")
+			}
+		}
+	}
 	for _, c := range cases { // warm-up: kernels compiled and loaded before the first hold
 		rn.Run(c)
 	}
@@ -372,7 +386,7 @@ func RunHog(ctx context.Context, opt JobOptions) error {
 		}
 		rd.Under, rd.UnderReason = outcome(rn.Run(cases[k]))
 		sample("during")
-		time.Sleep(time.Until(held.Add(hogHold)))
+		wait(time.Until(held.Add(hogHold)))
 		if err := h.Release(); err != nil {
 			rd.Release = err.Error()
 		}
@@ -380,10 +394,7 @@ func RunHog(ctx context.Context, opt JobOptions) error {
 		rd.After, rd.AfterReason = outcome(rn.Run(cases[k]))
 		opt.Emit(Event{Kind: KindOOM, Job: opt.Job, Graph: k, OOM: &rd})
 		sample("during")
-		select {
-		case <-ctx.Done():
-		case <-time.After(hogGap):
-		}
+		wait(hogGap)
 	}
 	sample("after")
 	return nil
