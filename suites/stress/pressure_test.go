@@ -121,4 +121,3 @@ var _ = Describe("stress pressure on the GPU", Label("gpu"), func() {
 		Expect(err).NotTo(HaveOccurred())
 	})
 })
-
