@@ -176,16 +176,18 @@ func startHog(ctx context.Context, o Options, planPath string, plan *Plan, c *co
 	hog := o.Jobs // the extra pool of the plan
 	ctx, cancel := context.WithDeadline(ctx, until.Add(workerGrace))
 	var restore func()
+	note := "cuda: the hog takes the device's memory, which every job shares"
 	switch {
 	case onCPU && o.Mode == ModeGoroutines:
 		prev := cpubackend.SetMemLimit(budget)
 		restore = func() { cpubackend.SetMemLimit(prev) }
-		c.press.note = fmt.Sprintf("cpu: the hog and the jobs share this process's %d MiB budget", budget>>20)
+		note = fmt.Sprintf("cpu: the hog and the jobs share this process's %d MiB budget", budget>>20)
 	case onCPU:
-		c.press.note = fmt.Sprintf("cpu: each process has its own %d MiB budget, so only the hog is pressed; the jobs show that a neighbour's E_OOM leaves them alone", budget>>20)
-	default:
-		c.press.note = "cuda: the hog takes the device's memory, which every job shares"
+		note = fmt.Sprintf("cpu: each process has its own %d MiB budget, so only the hog is pressed; the jobs show that a neighbour's E_OOM leaves them alone", budget>>20)
 	}
+	c.mu.Lock()
+	c.press.note = note
+	c.mu.Unlock()
 	if onCPU && o.Mode == ModeProcesses {
 		inner := o.Command
 		o.Command = func(ctx context.Context, a string) *exec.Cmd {
@@ -198,6 +200,7 @@ func startHog(ctx context.Context, o Options, planPath string, plan *Plan, c *co
 		}
 	}
 	var wg sync.WaitGroup
+	done := make(chan struct{})
 	if o.Mode == ModeProcesses {
 		startWorker(ctx, o, WorkerArgs{Plan: planPath, Job: hog, Role: RoleHog, Until: until, Replays: replays, TempDir: tmp, Interval: o.Interval},
 			"hog", c, &wg)
@@ -213,8 +216,16 @@ func startHog(ctx context.Context, o Options, planPath string, plan *Plan, c *co
 			}
 		}()
 	}
+	go func() { wg.Wait(); close(done) }()
 	return o, func() {
-		wg.Wait()
+		// A hog graph that never returns must not hang the run (as runGoroutines does for jobs).
+		select {
+		case <-done:
+		case <-time.After(time.Until(until.Add(workerGrace))):
+			c.mu.Lock()
+			c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("%s: hog still running %s after the soak ended", errs.Timeout, workerGrace))
+			c.mu.Unlock()
+		}
 		cancel()
 		if restore != nil {
 			restore()
