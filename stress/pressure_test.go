@@ -145,3 +145,17 @@ func TestJudgeCacheRules(t *testing.T) {
 		})
 	}
 }
+
+// The hog refuses to run where there is no memory to fill: the CPU backend without a budget.
+func TestHogNeedsABudgetOnTheCPU(t *testing.T) {
+	prev := cpubackend.SetMemLimit(0)
+	t.Cleanup(func() { cpubackend.SetMemLimit(prev) })
+	p, err := MakePlan(cpu(t), 5, 1, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = RunHog(context.Background(), JobOptions{Plan: p, Job: 0, Backend: cpu(t), Until: time.Now().Add(time.Second), Emit: func(Event) {}})
+	if errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), cpubackend.EnvMemLimit) {
+		t.Fatalf("hog without a budget: %v, want E_INPUT naming %s", err, cpubackend.EnvMemLimit)
+	}
+}
