@@ -16,6 +16,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/autotune"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/harness"
 )
 
 // PressureCache runs Jobs hammer processes beside the graph jobs, all storing and looking up
@@ -36,9 +37,11 @@ import (
 // file (a cache re-tunes them); every store that began after the corruption was written is
 // kept. JudgeCache checks exactly that.
 //
-// With --device cuda the graph jobs share one fresh CUDA_CACHE_PATH, so the driver's JIT cache
-// is written by every job process at once; their digests must still match (the CPU backend
-// JIT-compiles nothing, and the report says so).
+// The job processes first run every pool of the plan, each from its own pool on (warmAll),
+// judged against the alone digests. With --device cuda they share one fresh CUDA_CACHE_PATH,
+// so the driver's JIT cache is written by several processes compiling the same kernels at once
+// and read back by processes that reach a kernel another compiled first; every result must
+// still give its alone bits (the CPU backend JIT-compiles nothing, and the report says so).
 
 // HammerDevice is the device whose cache file the hammers share.
 var HammerDevice = autotune.Device{Arch: "stress/hammer", SMCount: 1, Name: "stress cache hammer"}
@@ -336,7 +339,7 @@ func judgeCacheRun(c *collector) *CacheReport {
 	}
 	if cr.jitDir != "" {
 		r.JITFiles = countFiles(cr.jitDir)
-		r.JIT = fmt.Sprintf("CUDA_CACHE_PATH=%s shared by the %d job processes: %d files; every result checked against its alone digest", cr.jitDir, cr.hammers, r.JITFiles)
+		r.JIT = fmt.Sprintf("CUDA_CACHE_PATH=%s shared by the %d job processes, each of which first ran every job's graphs: %d files; every result checked against its alone digest", cr.jitDir, cr.hammers, r.JITFiles)
 	} else {
 		r.JIT = "skipped: the cpu backend JIT-compiles nothing (the driver's JIT cache is exercised with --device cuda)"
 	}
@@ -463,4 +466,31 @@ func JudgeCache(ops []CacheOp, final map[string]autotune.Entry) (CacheReport, []
 	}
 	r.Entries = len(final)
 	return r, bad
+}
+
+// warmAll runs every graph of every pool of the plan once, starting with the job's own pool
+// and going round, so that the job processes compile the same kernels at the same time and
+// each then loads kernels another process compiled first: with --device cuda, the driver's
+// JIT cache (one CUDA_CACHE_PATH) is written by several processes at once and read back by
+// others. Each result is judged against its alone digest; only results that do not pass are
+// emitted (as the job's events, Graph counting from -1 down: not in its pool).
+func warmAll(opt JobOptions, rn harness.Runner) error {
+	n := len(opt.Plan.Jobs)
+	slot := -1
+	for k := range n {
+		j := (opt.Job + k) % n
+		for i, g := range opt.Plan.Jobs[j] {
+			c, _, err := BuildCase(g.Seed, caseName(j, i), g.Digest)
+			if err != nil {
+				return err
+			}
+			r := rn.Run(c)
+			if r.Verdict != harness.VerdictPass {
+				opt.Emit(Event{Kind: "graph", Job: opt.Job, Graph: slot, MS: r.Timing.TotalMS, Verdict: r.Verdict,
+					Code: r.ErrorCode, Reason: "warm-up of " + caseName(j, i) + ": " + r.Reason, Replay: r.Replay})
+			}
+			slot--
+		}
+	}
+	return nil
 }

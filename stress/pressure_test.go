@@ -159,3 +159,25 @@ func TestHogNeedsABudgetOnTheCPU(t *testing.T) {
 		t.Fatalf("hog without a budget: %v, want E_INPUT naming %s", err, cpubackend.EnvMemLimit)
 	}
 }
+
+// warmAll judges every pool of the plan: a wrong digest in another job's pool is caught by
+// this job's warm-up, as a mismatch naming that graph.
+func TestWarmAllJudgesEveryPool(t *testing.T) {
+	b := cpu(t)
+	p, err := MakePlan(b, 9, 2, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(p.Jobs[1][0].Digest, ",")
+	parts[0] = strings.Repeat("0", len(parts[0]))
+	p.Jobs[1][0].Digest = strings.Join(parts, ",")
+	var evs []Event
+	err = RunJob(context.Background(), JobOptions{Plan: p, Job: 0, Backend: b, Until: time.Now(), WarmAll: true,
+		Emit: func(e Event) { evs = append(evs, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Code != string(errs.Nondeterministic) || evs[0].Job != 0 || evs[0].Graph >= 0 || !strings.Contains(evs[0].Reason, "job1-graph0") {
+		t.Fatalf("events %+v, want one mismatch of job1-graph0 in job 0's warm-up", evs)
+	}
+}

@@ -102,6 +102,9 @@ type WorkerArgs struct {
 	// CacheDir is the hammered cache.
 	Role     string `json:"role,omitempty"`
 	CacheDir string `json:"cache_dir,omitempty"`
+	// WarmAll: before its soak the job runs every pool of the plan (PressureCache: the JIT
+	// cache shared by processes that compile the same kernels at once).
+	WarmAll bool `json:"warm_all,omitempty"`
 }
 
 // DeviceSampler returns the device monitors of b when it is the CUDA backend, else nil.
@@ -141,7 +144,7 @@ func Worker(ctx context.Context, argsJSON string, b backend.Backend, out io.Writ
 		return RunHog(ctx, JobOptions{Plan: p, Job: a.Job, Backend: b, Until: a.Until, Replays: a.Replays, Sampler: sampler, Interval: a.Interval, Emit: emit})
 	}
 	return RunJob(ctx, JobOptions{Plan: p, Job: a.Job, Backend: b, Until: a.Until, Replays: a.Replays,
-		Sampler: sampler, Interval: a.Interval, Plant: a.Plant, Emit: emit})
+		Sampler: sampler, Interval: a.Interval, Plant: a.Plant, WarmAll: a.WarmAll, Emit: emit})
 }
 
 // collector gathers every job's events on one clock and writes the history.
@@ -396,7 +399,8 @@ func runProcesses(ctx context.Context, o Options, planPath string, c *collector,
 	defer cancel()
 	var wg sync.WaitGroup
 	for j := range o.Jobs {
-		startWorker(ctx, o, WorkerArgs{Plan: planPath, Job: j, Until: until, Replays: replays, TempDir: tmp, Interval: o.Interval, Plant: o.Plant},
+		startWorker(ctx, o, WorkerArgs{Plan: planPath, Job: j, Until: until, Replays: replays, TempDir: tmp, Interval: o.Interval, Plant: o.Plant,
+			WarmAll: o.Pressure == PressureCache},
 			fmt.Sprintf("job %d", j), c, &wg)
 	}
 	wg.Wait()

@@ -48,6 +48,7 @@ type JobOptions struct {
 	Sampler  *Sampler  // nil: this job does not sample (goroutines mode samples the process)
 	Interval time.Duration
 	Plant    string
+	WarmAll  bool // run every pool of the plan first, judged (warmAll, hammer.go)
 	Emit     func(Event)
 }
 
@@ -78,6 +79,11 @@ func RunJob(ctx context.Context, opt JobOptions) error {
 	}
 	rn := harness.Runner{Backend: opt.Backend, ArtifactsDir: opt.Replays}
 	t0 := time.Now()
+	if opt.WarmAll {
+		if err := warmAll(opt, rn); err != nil {
+			return err
+		}
+	}
 	if opt.Sampler != nil {
 		for _, c := range cases {
 			rn.Run(c)
