@@ -2,6 +2,8 @@
 // semantics literally (every result rounded to its instruction dtype, fixed accumulation
 // order), so a tiling bug shows up in CI without a GPU. Grid points run on a static partition
 // over goroutines; because grid points are independent, the bits do not depend on how many.
+// A process may cap the memory its runs hold (memory.go: TESSERA_CPU_MEM_LIMIT, SetMemLimit);
+// a run past the cap fails with E_OOM before it allocates.
 package cpu
 
 import (
