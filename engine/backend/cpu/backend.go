@@ -65,10 +65,11 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 	if err := checkProgram(p); err != nil {
 		return nil, err
 	}
-	if err := reserve(runBytes(p), "run of graph "+p.Graph.Name); err != nil {
+	need := runBytes(p)
+	if err := reserve(need, "run of graph "+p.Graph.Name); err != nil {
 		return nil, err
 	}
-	defer unreserve(runBytes(p))
+	defer unreserve(need)
 	bufs := make([][]byte, len(p.Buffers))
 	for i, bf := range p.Buffers {
 		bufs[i] = make([]byte, bf.Type.NumElems()*bf.Type.DType.Size())
