@@ -101,14 +101,15 @@ func (o *OOM) Inject(ctx context.Context, t Target) (string, error) {
 	if chunk <= 0 {
 		chunk = 1 << 30
 	}
-	var held int64
 	// Down to 4 KiB: a small workload's whole step fits in the last MiB a coarser floor leaves.
-	for chunk >= 1<<12 && ctx.Err() == nil {
-		if _, err := raw.Alloc(int(chunk)); err != nil {
-			chunk /= 2
-			continue
-		}
-		held += chunk
+	// The blocks are never freed: the memory stays taken until the rank's process ends.
+	h, err := backend.TakeUntilOOM(ctx, func(n int64) (func() error, error) {
+		p, err := raw.Alloc(int(n))
+		return func() error { return raw.Free(p) }, err
+	}, chunk, 1<<12)
+	if err != nil {
+		trimmed += "; taking stopped early: " + err.Error()
 	}
+	held := h.Bytes
 	return fmt.Sprintf("holding %d MiB of device memory, %s", held>>20, trimmed), nil
 }

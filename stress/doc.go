@@ -7,5 +7,7 @@
 //
 // Index: plan.go (the graph pools and their alone digests), monitor.go (what is sampled, the
 // allowances and the leak rule), worker.go (one job's loop and its event stream), run.go
-// (Run: alone phase, loaded phase in either mode, the Report).
+// (Run: alone phase, loaded phase in either mode, the Report), pressure.go (Options.Pressure:
+// the OOM hog beside the jobs, and the pressure rows of the Report), hammer.go (processes
+// hammering one autotune cache, the corruption halfway, JudgeCache).
 package stress

@@ -52,6 +52,13 @@ type Options struct {
 	Progress io.Writer // live progress lines (nil: none)
 	Every    time.Duration
 	Plant    string // a deliberate fault in every job (PlantLeak)
+	// Pressure adds a pressure mode beside the jobs (pressure.go): PressureOOM, a memory hog;
+	// PressureCache, processes hammering one autotune cache. "" for none.
+	Pressure string
+	// CPUBudget is the CPU backend's memory budget under PressureOOM (default 32 MiB).
+	CPUBudget int64
+	// NoCorrupt skips PressureCache's corruption of the cache file halfway through.
+	NoCorrupt bool
 }
 
 // Report is the verdict of a run (the CLI's table and its JSON).
@@ -70,6 +77,9 @@ type Report struct {
 	Latency      []JobLatency `json:"latency"`
 	Failures     []string     `json:"failures,omitempty"`
 	Replays      []string     `json:"replays,omitempty"`
+	Pressure     string       `json:"pressure,omitempty"`
+	OOM          *OOMReport   `json:"oom,omitempty"`
+	Cache        *CacheReport `json:"cache,omitempty"`
 	Artifacts    string       `json:"artifacts"`
 	Pass         bool         `json:"pass"`
 }
@@ -93,6 +103,13 @@ type WorkerArgs struct {
 	TempDir  string        `json:"temp_dir"`
 	Interval time.Duration `json:"interval"`
 	Plant    string        `json:"plant,omitempty"`
+	// Role is what the process does beside the graph jobs ("" a job, RoleHog, RoleHammer);
+	// CacheDir is the hammered cache.
+	Role     string `json:"role,omitempty"`
+	CacheDir string `json:"cache_dir,omitempty"`
+	// WarmAll: before its soak the job runs every pool of the plan (PressureCache: the JIT
+	// cache shared by processes that compile the same kernels at once).
+	WarmAll bool `json:"warm_all,omitempty"`
 }
 
 // DeviceSampler returns the device monitors of bs when they are CUDA backends (lanes of one
@@ -146,15 +163,22 @@ func Worker(ctx context.Context, argsJSON string, b backend.Backend, out io.Writ
 	if err := json.Unmarshal([]byte(argsJSON), &a); err != nil {
 		return errs.Wrap(errs.Input, err, "stress worker: arguments")
 	}
+	var mu sync.Mutex
+	enc := json.NewEncoder(out)
+	emit := func(e Event) { mu.Lock(); enc.Encode(e); mu.Unlock() }
+	sampler := &Sampler{TempDir: a.TempDir, Device: DeviceSampler(b)}
+	if a.Role == RoleHammer {
+		return RunHammer(ctx, HammerOptions{Dir: a.CacheDir, Hammer: a.Job, Until: a.Until, Sampler: sampler, Interval: a.Interval, Emit: emit})
+	}
 	p, err := ReadPlan(a.Plan)
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	enc := json.NewEncoder(out)
+	if a.Role == RoleHog {
+		return RunHog(ctx, JobOptions{Plan: p, Job: a.Job, Backend: b, Until: a.Until, Replays: a.Replays, Sampler: sampler, Interval: a.Interval, Emit: emit})
+	}
 	return RunJob(ctx, JobOptions{Plan: p, Job: a.Job, Backend: b, Until: a.Until, Replays: a.Replays,
-		Sampler: &Sampler{TempDir: a.TempDir, Device: DeviceSampler(b)}, Interval: a.Interval, Plant: a.Plant,
-		Emit: func(e Event) { mu.Lock(); enc.Encode(e); mu.Unlock() }})
+		Sampler: sampler, Interval: a.Interval, Plant: a.Plant, WarmAll: a.WarmAll, Emit: emit})
 }
 
 // collector gathers every job's events on one clock and writes the history.
@@ -166,6 +190,7 @@ type collector struct {
 	samples map[string][]Sample
 	rep     *Report
 	last    map[string]float64 // latest sample per monitor (max over sources)
+	press   pressureLog        // what the pressure modes reported (pressure.go, hammer.go)
 }
 
 func (c *collector) add(source string, e Event) {
@@ -181,6 +206,7 @@ func (c *collector) add(source string, e Event) {
 	}
 	switch e.Kind {
 	case "graph":
+		allowed := c.press.graph(e) // an E_OOM while a memory hog holds the memory
 		c.rep.Graphs++
 		r := c.graphs[e.Job]
 		if r == nil {
@@ -193,10 +219,13 @@ func (c *collector) add(source string, e Event) {
 		case e.Code == string(errs.Nondeterministic):
 			c.rep.Mismatches++
 			c.fail(fmt.Sprintf("%s: job %d graph %d: %s", errs.Nondeterministic, e.Job, e.Graph, e.Reason), e.Replay)
+		case allowed:
 		default:
 			c.rep.Errors++
 			c.fail(fmt.Sprintf("job %d graph %d: %s %s %s", e.Job, e.Graph, e.Verdict, e.Code, e.Reason), e.Replay)
 		}
+	case KindOOM, KindCache:
+		c.press.add(source, e)
 	case "sample":
 		if e.Sample != nil {
 			c.samples[source] = append(c.samples[source], *e.Sample)
@@ -240,7 +269,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, errs.Wrap(errs.Input, err, "stress: output folder")
 		}
 	}
-	plan, err := MakePlan(o.Backend, o.Seed, o.Jobs, o.PerJob, o.Reps)
+	if err := checkPressure(o); err != nil {
+		return nil, err
+	}
+	plan, err := MakePlan(o.Backend, o.Seed, o.Jobs+hogPools(o), o.PerJob, o.Reps)
 	if err != nil {
 		return nil, err
 	}
@@ -262,12 +294,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	stopProgress := progress(o, c, until)
 
 	start := time.Now()
+	o, stopPressure := startPressure(ctx, o, planPath, plan, c, until, replays, tmp)
 	switch o.Mode {
 	case ModeGoroutines, ModeStreams:
 		runGoroutines(ctx, o, plan, c, until, replays, tmp)
 	case ModeProcesses:
 		runProcesses(ctx, o, planPath, c, until, replays, tmp)
 	}
+	stopPressure()
 	stopProgress()
 	// A job stuck past its deadline (goroutines mode) may still report: judge a fixed history.
 	c.mu.Lock()
@@ -306,6 +340,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("job %d ran no graph", j))
 		}
 	}
+	judgePressure(o, c)
 	rep.Pass = rep.Mismatches == 0 && rep.Errors == 0 && rep.LeakCount == 0 && len(rep.Failures) == 0
 	return rep, nil
 }
@@ -402,51 +437,58 @@ func runProcesses(ctx context.Context, o Options, planPath string, c *collector,
 	defer cancel()
 	var wg sync.WaitGroup
 	for j := range o.Jobs {
-		a, _ := json.Marshal(WorkerArgs{Plan: planPath, Job: j, Until: until, Replays: replays, TempDir: tmp, Interval: o.Interval, Plant: o.Plant})
-		cmd := o.Command(ctx, string(a))
-		if cmd.Env == nil {
-			cmd.Env = os.Environ()
-		}
-		cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
-		cmd.WaitDelay = 5 * time.Second
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err == nil {
-			err = cmd.Start()
-		}
-		if err != nil {
-			c.mu.Lock()
-			c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("job %d: worker did not start: %v", j, err))
-			c.mu.Unlock()
-			continue
-		}
-		source := fmt.Sprintf("job %d", j)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := bufio.NewScanner(out)
-			sc.Buffer(make([]byte, 1<<20), 1<<24)
-			for sc.Scan() {
-				var e Event
-				if json.Unmarshal(sc.Bytes(), &e) == nil {
-					c.add(source, e)
-				}
-			}
-			err := cmd.Wait()
-			pid := cmd.Process.Pid
-			gone := errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if err != nil {
-				c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("job %d: worker pid %d: %v: %s", j, pid, err, lastLine(stderr.String())))
-			}
-			if !gone {
-				c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("job %d: worker pid %d still exists after Wait", j, pid))
-			}
-		}()
+		startWorker(ctx, o, WorkerArgs{Plan: planPath, Job: j, Until: until, Replays: replays, TempDir: tmp, Interval: o.Interval, Plant: o.Plant,
+			WarmAll: o.Pressure == PressureCache},
+			fmt.Sprintf("job %d", j), c, &wg)
 	}
 	wg.Wait()
+}
+
+// startWorker starts one worker process with a, feeds its events to c under source, and on
+// exit checks that it succeeded and that its pid is gone; wg counts it.
+func startWorker(ctx context.Context, o Options, a WorkerArgs, source string, c *collector, wg *sync.WaitGroup) {
+	args, _ := json.Marshal(a)
+	cmd := o.Command(ctx, string(args))
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, "TMPDIR="+a.TempDir)
+	cmd.WaitDelay = 5 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("%s: worker did not start: %v", source, err))
+		c.mu.Unlock()
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			var e Event
+			if json.Unmarshal(sc.Bytes(), &e) == nil {
+				c.add(source, e)
+			}
+		}
+		err := cmd.Wait()
+		pid := cmd.Process.Pid
+		gone := errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if err != nil {
+			c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("%s: worker pid %d: %v: %s", source, pid, err, lastLine(stderr.String())))
+		}
+		if !gone {
+			c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("%s: worker pid %d still exists after Wait", source, pid))
+		}
+	}()
 }
 
 func lastLine(s string) string {

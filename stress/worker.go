@@ -13,7 +13,7 @@ import (
 // Event is one line of a job's history: a graph run, or a monitor sample. Worker processes
 // write them as JSON lines on stdout; goroutine jobs hand them to a function.
 type Event struct {
-	Kind  string  `json:"kind"` // "graph" or "sample"
+	Kind  string  `json:"kind"` // "graph", "sample", KindOOM or KindCache
 	Job   int     `json:"job"`
 	Graph int     `json:"graph,omitempty"`
 	MS    float64 `json:"ms,omitempty"`
@@ -24,6 +24,10 @@ type Event struct {
 	Reason  string  `json:"reason,omitempty"`
 	Replay  string  `json:"replay,omitempty"`
 	Sample  *Sample `json:"sample,omitempty"`
+	// OOM is a memory hog's round (KindOOM), Cache one operation on a hammered cache
+	// (KindCache): pressure.go and hammer.go.
+	OOM   *OOMRound `json:"oom,omitempty"`
+	Cache *CacheOp  `json:"cache,omitempty"`
 }
 
 // Plant names a deliberate fault of the worker, to prove the monitors catch it.
@@ -44,6 +48,7 @@ type JobOptions struct {
 	Sampler  *Sampler  // nil: this job does not sample (goroutines mode samples the process)
 	Interval time.Duration
 	Plant    string
+	WarmAll  bool // run every pool of the plan first, judged (warmAll, hammer.go)
 	Emit     func(Event)
 }
 
@@ -74,6 +79,11 @@ func RunJob(ctx context.Context, opt JobOptions) error {
 	}
 	rn := harness.Runner{Backend: opt.Backend, ArtifactsDir: opt.Replays}
 	t0 := time.Now()
+	if opt.WarmAll {
+		if err := warmAll(opt, rn); err != nil {
+			return err
+		}
+	}
 	if opt.Sampler != nil {
 		for _, c := range cases {
 			rn.Run(c)

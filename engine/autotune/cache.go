@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 )
 
 // cacheFormat names the document layout; it is also in the file name, so a binary with
@@ -45,7 +47,10 @@ func entryKey(engine, key string) string { return engine + " " + key }
 // lock file, read, modify and write a temporary file that is renamed over the old one, so a
 // reader (which takes no lock) always sees a whole document, and concurrent writers never
 // lose each other's entries. A file that does not parse or fails its checksum is moved aside
-// to NAME.corrupt and rebuilt, with a warning.
+// to NAME.corrupt and rebuilt, with a one-line warning coded E_CACHE_CORRUPT. That is the
+// guarantee after a corruption: the entries of the corrupt file are gone from the cache (kept
+// in NAME.corrupt for a person to read; a cache can re-tune them), and every entry stored
+// after the file was rebuilt is kept.
 type Cache struct {
 	Dir string
 	// Warn receives one line per warning; nil means os.Stderr.
@@ -189,11 +194,15 @@ func (c *Cache) update(d Device, fn func(*cacheFile)) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
-	unlock, err := lockFile(c.Path(d)+".lock", c.timeout())
-	if err != nil {
-		return err
+	// The planted lost-write bug (a failpoints build only): read-modify-write without the
+	// lock, so two writers that overlap each write a document without the other's entry.
+	if !failpoint.Enabled(failpoint.AutotuneCacheUnlocked) {
+		unlock, err := lockFile(c.Path(d)+".lock", c.timeout())
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
-	defer unlock()
 	f, err := c.read(d)
 	var ce *corruptError
 	if errors.As(err, &ce) {
@@ -201,7 +210,7 @@ func (c *Cache) update(d Device, fn func(*cacheFile)) error {
 		if rerr := os.Rename(path, path+".corrupt"); rerr != nil {
 			return errs.Wrap(errs.Input, rerr, "autotune cache: move corrupt %s aside", path)
 		}
-		c.warnf("autotune cache %s is corrupt (%s); moved to %s.corrupt and rebuilt", path, ce.reason, filepath.Base(path))
+		c.warnf("%s: autotune cache %s is corrupt (%s); moved to %s.corrupt and rebuilt", errs.CacheCorrupt, path, ce.reason, filepath.Base(path))
 		f, err = c.read(d)
 	}
 	if err != nil {
@@ -260,4 +269,41 @@ func (c *Cache) Entries(d Device) ([]Entry, error) {
 		out[i] = f.Entries[k]
 	}
 	return out, nil
+}
+
+// Verify reads d's file as it is, repairing nothing: its entries when it parses and its
+// checksum holds (none when there is no file), E_CACHE_CORRUPT saying why when not.
+func (c *Cache) Verify(d Device) ([]Entry, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	f, err := c.read(d)
+	var ce *corruptError
+	if errors.As(err, &ce) {
+		return nil, errs.New(errs.CacheCorrupt, "autotune cache %s: %s", c.Path(d), ce.reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := slices.Sorted(maps.Keys(f.Entries))
+	out := make([]Entry, len(keys))
+	for i, k := range keys {
+		out[i] = f.Entries[k]
+	}
+	return out, nil
+}
+
+// WithLock runs fn with d's file locked as a writer locks it, so that fn sees and leaves the
+// file between two writers' updates: a tool that edits or replaces the file (the stress
+// runner corrupting it on purpose) goes through here.
+func (c *Cache) WithLock(d Device, fn func(path string) error) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	unlock, err := lockFile(c.Path(d)+".lock", c.timeout())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn(c.Path(d))
 }

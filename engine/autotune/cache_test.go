@@ -263,3 +263,41 @@ func TestCacheConcurrentProcesses(t *testing.T) {
 		t.Errorf("left behind: %v %v", leftovers, corrupt)
 	}
 }
+
+// Verify reports a corrupt file with E_CACHE_CORRUPT and repairs nothing; the warning of the
+// repairing paths carries the same code. WithLock holds the writers' lock.
+func TestCacheVerifyAndWithLock(t *testing.T) {
+	c, warn := newCache(t)
+	if es, err := c.Verify(h100); err != nil || len(es) != 0 {
+		t.Fatalf("no file: %v %v", es, err)
+	}
+	must(t, c.Store(h100, entry("k", cfg(128, 128, 64, 3))))
+	if es, err := c.Verify(h100); err != nil || len(es) != 1 || es[0] != entry("k", cfg(128, 128, 64, 3)) {
+		t.Fatalf("healthy file: %+v %v", es, err)
+	}
+	c.LockTimeout = 50 * time.Millisecond
+	err := c.WithLock(h100, func(path string) error {
+		if path != c.Path(h100) {
+			t.Errorf("WithLock gave %s, want %s", path, c.Path(h100))
+		}
+		if err := c.Store(h100, entry("k2", cfg(64, 64, 32, 2))); errs.CodeOf(err) != errs.Timeout {
+			t.Errorf("store while WithLock holds the lock: %v, want E_TIMEOUT", err)
+		}
+		b, _ := os.ReadFile(path)
+		return os.WriteFile(path, b[:len(b)/2], 0o644)
+	})
+	must(t, err)
+	_, err = c.Verify(h100)
+	if errs.CodeOf(err) != errs.CacheCorrupt || !strings.Contains(err.Error(), c.Path(h100)) {
+		t.Fatalf("truncated file: %v, want E_CACHE_CORRUPT naming the file", err)
+	}
+	if _, err := os.Stat(c.Path(h100) + ".corrupt"); err == nil {
+		t.Fatal("Verify moved the file aside")
+	}
+	if _, ok, err := c.Lookup(h100, "0.1.0", "k"); ok || err != nil {
+		t.Fatalf("lookup in the truncated file: %v %v", ok, err)
+	}
+	if !strings.HasPrefix(warn.String(), "tessera-qa: warning: E_CACHE_CORRUPT: autotune cache ") {
+		t.Fatalf("warning %q, want the E_CACHE_CORRUPT code first", warn)
+	}
+}

@@ -26,7 +26,8 @@ const (
 	Nondeterministic Code = "E_NONDETERMINISTIC"
 	NoDevice         Code = "E_NO_DEVICE"
 	Unsupported      Code = "E_UNSUPPORTED"
-	Checkpoint       Code = "E_CHECKPOINT" // a checkpoint on disk is torn, corrupt or missing
+	Checkpoint       Code = "E_CHECKPOINT"    // a checkpoint on disk is torn, corrupt or missing
+	CacheCorrupt     Code = "E_CACHE_CORRUPT" // a cache file failed its parse or checksum; it was moved aside and rebuilt
 	Internal         Code = "E_INTERNAL"
 )
 

@@ -91,10 +91,17 @@ const (
 	// CPUBuffersKeptPerRun keeps every run's buffers reachable from a package-level list, as
 	// a buffer cache that is filled and never evicted would.
 	CPUBuffersKeptPerRun = "cpu/run/buffers-kept-per-run"
+	// AutotuneCacheUnlocked updates the autotune cache's file without its lock: writers that
+	// overlap each write a document without the other's entry (a lost write). Every file
+	// stays whole and checksummed, so only processes hammering one cache catch it (the
+	// stress runner's --pressure cache).
+	AutotuneCacheUnlocked = "autotune/cache/update-without-lock"
 	// CUDABuffersKeptPerRun forgets to hand a run's device buffers back to the caching
 	// allocator: device memory leaks a program's buffers per run (the device monitors).
 	CUDABuffersKeptPerRun = "cuda/run/buffers-kept-per-run"
 )
 
 // StressNames lists the faults only a soak catches.
-func StressNames() []string { return []string{CPUBuffersKeptPerRun, CUDABuffersKeptPerRun} }
+func StressNames() []string {
+	return []string{CPUBuffersKeptPerRun, AutotuneCacheUnlocked, CUDABuffersKeptPerRun}
+}

@@ -2,6 +2,9 @@
 // concurrent jobs as processes and as goroutines give the bits their graphs gave alone and
 // leak nothing; a planted leak (a buffer kept per graph) is caught by the RSS monitor; no
 // worker process outlives its run; `devices` lists GPU partitions where a driver is present.
+// The pressure specs (pressure_test.go) add a memory hog that fills the backend's memory until
+// E_OOM and must recover with its neighbours, and processes hammering one autotune cache that
+// the runner corrupts halfway (with --device cuda, also one shared JIT cache).
 // The whole CPU suite takes well under a minute on two cores; the GPU specs skip with the
 // reason where there is no GPU, and the MIG-only ones where MIG is disabled.
 //

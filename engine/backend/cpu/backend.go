@@ -2,6 +2,8 @@
 // semantics literally (every result rounded to its instruction dtype, fixed accumulation
 // order), so a tiling bug shows up in CI without a GPU. Grid points run on a static partition
 // over goroutines; because grid points are independent, the bits do not depend on how many.
+// A process may cap the memory its runs hold (memory.go: TESSERA_CPU_MEM_LIMIT, SetMemLimit);
+// a run past the cap fails with E_OOM before it allocates.
 package cpu
 
 import (
@@ -63,6 +65,11 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 	if err := checkProgram(p); err != nil {
 		return nil, err
 	}
+	need := runBytes(p)
+	if err := reserve(need, "run of graph "+p.Graph.Name); err != nil {
+		return nil, err
+	}
+	defer unreserve(need)
 	bufs := make([][]byte, len(p.Buffers))
 	for i, bf := range p.Buffers {
 		bufs[i] = make([]byte, bf.Type.NumElems()*bf.Type.DType.Size())
@@ -86,6 +93,18 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 		out[i] = &tensor.Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), Data: slices.Clone(bufs[bi])}
 	}
 	return out, nil
+}
+
+// runBytes is what a run of p takes from the memory budget: its buffers and its output copies.
+func runBytes(p *compiler.Program) int64 {
+	var n int64
+	for _, bf := range p.Buffers {
+		n += int64(bf.Type.NumElems() * bf.Type.DType.Size())
+	}
+	for _, bi := range p.Outputs {
+		n += int64(p.Buffers[bi].Type.NumElems() * p.Buffers[bi].Type.DType.Size())
+	}
+	return n
 }
 
 // kept holds the buffers of every run while the fault CPUBuffersKeptPerRun is on.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/job"
 	"github.com/tessera-qa/tessera-qa/stress"
@@ -25,12 +26,14 @@ func newStressCmd(e *env) *cobra.Command {
 		jobs                        int
 		mode, device, out, jsonPath string
 		worker, plant               string
+		pressure, cpuBudget         string
+		cacheCorrupt                bool
 		duration, interval          time.Duration
 		seed                        uint64
 		perJob                      int
 	)
 	cmd := &cobra.Command{
-		Use:   "stress --jobs N --mode goroutines|processes|streams [--device cpu|cuda] --duration D [--json FILE]",
+		Use:   "stress --jobs N --mode goroutines|processes|streams [--device cpu|cuda] --duration D [--pressure oom|cache] [--json FILE]",
 		Short: "Run N concurrent jobs of random graphs, compare every result with its alone run, watch for leaks",
 		Long: `Each job cycles through its own pool of seeded random graphs (harness/prop's generator). Before
 the soak every graph runs alone, one at a time, and its digest and latency are recorded (the
@@ -46,10 +49,23 @@ Progress goes to stderr once a second; then a table: graphs, mismatches, leaks p
 the slope, p50/p99 latency per job alone and under load. The plan, the history and any replay
 manifests are under --out.
 
-Exit 0 when there is no mismatch, error or leak; 1 when there is; 2 for bad usage; 3 when
+--pressure oom adds a memory hog beside the jobs: round after round it takes the backend's
+memory through the engine until the engine refuses with E_OOM (device memory on a GPU; on the
+CPU the CPU backend's budget, --cpu-budget, which the jobs share only in goroutines mode), runs
+a graph while holding it, lets go and runs the graph again: a round that ends in a coded E_OOM
+and then gives the graph's alone digest is an OOM recovery. A job's graph refused with E_OOM
+while the hog holds the memory is counted, not failed, but the job must pass a graph after it.
+--pressure cache (with --mode processes) adds N processes hammering one autotune cache under
+--out, and corrupts its file halfway (unless --cache-corrupt=false): every entry must be found
+as stored, the corruption detected (E_CACHE_CORRUPT) and kept aside, nothing stored after it
+lost; with --device cuda the jobs also share one fresh CUDA_CACHE_PATH (the driver's JIT cache).
+
+Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 when not; 2 for bad usage; 3 when
 --device cuda has no GPU.`,
 		Example: `  tessera-qa stress --jobs 4 --mode processes --duration 60s --json -
-  tessera-qa stress --jobs 8 --mode processes --device cuda --duration 10m --json stress.json`,
+  tessera-qa stress --jobs 8 --mode processes --device cuda --duration 10m --json stress.json
+  tessera-qa stress --jobs 3 --mode goroutines --duration 30s --pressure oom
+  tessera-qa stress --jobs 4 --mode processes --duration 30s --pressure cache`,
 		Args: exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			if worker != "" {
@@ -77,6 +93,16 @@ Exit 0 when there is no mismatch, error or leak; 1 when there is; 2 for bad usag
 			if plant != "" && plant != stress.PlantLeak {
 				return usage(cmd, "--plant %q: want %s", plant, stress.PlantLeak)
 			}
+			if pressure != "" && pressure != stress.PressureOOM && pressure != stress.PressureCache {
+				return usage(cmd, "--pressure %q: want %s or %s", pressure, stress.PressureOOM, stress.PressureCache)
+			}
+			if pressure == stress.PressureCache && mode != stress.ModeProcesses {
+				return usage(cmd, "--pressure cache needs --mode processes (the cache's lock is between processes)")
+			}
+			budget, err := cpu.ParseBytes(cpuBudget)
+			if err != nil || budget < 1<<20 {
+				return usage(cmd, "--cpu-budget %q: want a size of at least 1MiB (N, NKiB, NMiB, NGiB)", cpuBudget)
+			}
 			ch, err := job.ChooseBackend(device)
 			if err != nil {
 				return err
@@ -92,6 +118,7 @@ Exit 0 when there is no mismatch, error or leak; 1 when there is; 2 for bad usag
 			rep, err := stress.Run(context.Background(), stress.Options{
 				Mode: mode, Jobs: jobs, Backend: ch.Backend, Duration: duration, Seed: seed, PerJob: perJob,
 				Interval: interval, OutDir: out, Progress: e.stderr, Plant: plant,
+				Pressure: pressure, CPUBudget: budget, NoCorrupt: !cacheCorrupt,
 				Command: func(ctx context.Context, a string) *exec.Cmd {
 					args := []string{"stress", "--device", device, "--worker", a}
 					return exec.CommandContext(ctx, exe, args...)
@@ -119,6 +146,9 @@ Exit 0 when there is no mismatch, error or leak; 1 when there is; 2 for bad usag
 	f.Uint64Var(&seed, "seed", 1, "seed of the graph pools")
 	f.IntVar(&perJob, "graphs-per-job", 6, "graphs in each job's pool")
 	f.StringVar(&out, "out", "", "artifacts folder (default tessera-qa-out/stress/TIME-PID)")
+	f.StringVar(&pressure, "pressure", "", "a pressure mode beside the jobs: oom (a memory hog) or cache (processes hammering one autotune cache)")
+	f.StringVar(&cpuBudget, "cpu-budget", "32MiB", "the cpu backend's memory budget under --pressure oom")
+	f.BoolVar(&cacheCorrupt, "cache-corrupt", true, "under --pressure cache, corrupt the cache file halfway")
 	addJSONFlag(cmd, &jsonPath)
 	f.StringVar(&worker, "worker", "", "internal: run one job of a plan (JSON arguments)")
 	f.MarkHidden("worker")
@@ -132,8 +162,12 @@ func printStress(w io.Writer, r *stress.Report) {
 	if !r.Pass {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "stress %s: %d jobs (%s) on %s, %.1fs: %d graphs (%.0f/s), mismatches %d, errors %d, leaks %d\n",
+	fmt.Fprintf(w, "stress %s: %d jobs (%s) on %s, %.1fs: %d graphs (%.0f/s), mismatches %d, errors %d, leaks %d",
 		verdict, r.Jobs, r.Mode, r.Device, r.DurationS, r.Graphs, r.GraphsPerSec, r.Mismatches, r.Errors, r.LeakCount)
+	if r.OOM != nil {
+		fmt.Fprintf(w, ", OOM recoveries %d", r.OOM.Recoveries)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tGRAPHS\tALONE p50 ms\tALONE p99 ms\tLOADED p50 ms\tLOADED p99 ms")
 	for _, l := range r.Latency {
@@ -150,8 +184,31 @@ func printStress(w io.Writer, r *stress.Report) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%s\n", m.Monitor, m.Source, m.Samples, m.Before, m.After, m.Growth, m.Allowance, m.Slope, leak)
 	}
 	tw.Flush()
+	printPressure(w, r)
 	for _, f := range r.Failures {
 		fmt.Fprintln(w, "  "+f)
+	}
+}
+
+// printPressure prints the pressure rows: the hog's rounds, or the hammered cache.
+func printPressure(w io.Writer, r *stress.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	if o := r.OOM; o != nil {
+		fmt.Fprintln(tw, "PRESSURE\tROUNDS\tOOM RECOVERIES\tHOG E_OOM UNDER PRESSURE\tNEIGHBOUR E_OOM\tHELD MAX MiB")
+		fmt.Fprintf(tw, "oom\t%d\t%d\t%d\t%d\t%.1f\n", o.Rounds, o.Recoveries, o.UnderOOM, o.NeighbourOOMs, float64(o.HeldMaxBytes)/(1<<20))
+		tw.Flush()
+		fmt.Fprintln(w, "  "+o.Note)
+	}
+	if c := r.Cache; c != nil {
+		fmt.Fprintln(tw, "PRESSURE\tHAMMERS\tSTORES\tLOOKUPS\tENTRIES\tLOST\tWRONG\tOP ERRORS\tCORRUPTED\tDETECTED\tKEPT ASIDE\tFINAL VERIFIES")
+		fmt.Fprintf(tw, "cache\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%v\n", c.Hammers, c.Stores, c.Lookups, c.Entries, c.Lost, c.Wrong, c.OpErrors, len(c.Injected), c.Detected, c.KeptAside, c.FinalOK)
+		tw.Flush()
+		for _, in := range c.Injected {
+			fmt.Fprintln(w, "  corrupted: "+in)
+		}
+		fmt.Fprintln(w, "  guarantee: "+c.Guarantee)
+		fmt.Fprintln(w, "  jit cache: "+c.JIT)
 	}
 }
 

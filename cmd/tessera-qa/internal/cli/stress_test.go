@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,6 +20,9 @@ func TestStressUsage(t *testing.T) {
 		{"--device", "tpu"},
 		{"--duration", "0s"},
 		{"--plant", "nope"},
+		{"--pressure", "disk"},
+		{"--pressure", "cache", "--mode", "goroutines"},
+		{"--pressure", "oom", "--cpu-budget", "12"},
 	} {
 		o := cli(t, append([]string{"stress", "--duration", "1s"}, args...)...)
 		o.want(t, ExitUsage, "E_INPUT")
@@ -86,5 +90,22 @@ func TestDevicesListsPartitions(t *testing.T) {
 	o.want(t, ExitOK, "")
 	if !strings.Contains(o.stdout, "partitions: none found (E_NO_DEVICE: no GPU discovery: test)") {
 		t.Errorf("no reason for no partitions:\n%s", o.stdout)
+	}
+}
+
+// The OOM pressure rows: in JSON the hog's rounds, each a recovery; in the table the column.
+func TestStressOOMPressure(t *testing.T) {
+	o := cli(t, "stress", "--jobs", "2", "--mode", "goroutines", "--duration", "2s", "--graphs-per-job", "2",
+		"--interval", "50ms", "--pressure", "oom", "--out", t.TempDir(), "--json", "-")
+	if o.code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", o.code, o.stdout, o.stderr)
+	}
+	var r stress.Report
+	mustJSON(t, o.stdout, &r)
+	if r.Pressure != stress.PressureOOM || r.OOM == nil || r.OOM.Rounds == 0 || r.OOM.Recoveries != r.OOM.Rounds || r.OOM.CPUBudget != 32<<20 {
+		t.Fatalf("report: %+v %+v", r, r.OOM)
+	}
+	if !strings.Contains(o.stderr, "OOM recoveries "+strconv.Itoa(r.OOM.Recoveries)) || !strings.Contains(o.stderr, "NEIGHBOUR E_OOM") {
+		t.Fatalf("human table without the OOM rows:\n%s", o.stderr)
 	}
 }
