@@ -37,6 +37,12 @@ func dedicated(k *tile.Kernel, t Target) (*Module, bool) {
 // when a dedicated kernel supports it, and otherwise uses the default tiling; Module.Tile
 // says which one the kernel uses.
 func gemmCfgFor(s gemmSpec, t Target) gemmCfg {
+	if s.scaled() {
+		if t.SM == 90 && t.ArchSuffix == "a" {
+			return defaultFP8Cfg()
+		}
+		return gemmCfg{} // no fp8 mma.sync kernel: the general path (an invalid config)
+	}
 	path := "mma.sync"
 	if t.SM == 90 && t.ArchSuffix == "a" {
 		path = "wgmma"
