@@ -49,7 +49,9 @@ func (k *kgen) swz(row, ch string) string {
 }
 
 // elemAddr is g + (row*ld + col)*2 as a 64-bit address.
-func (k *kgen) elemAddr(g, row string, ld int, col string) string { return k.addrOf(g, row, ld, col, 2) }
+func (k *kgen) elemAddr(g, row string, ld int, col string) string {
+	return k.addrOf(g, row, ld, col, 2)
+}
 
 // addrOf is g + (row*ld + col)*size as a 64-bit address.
 func (k *kgen) addrOf(g, row string, ld int, col string, size int) string {
