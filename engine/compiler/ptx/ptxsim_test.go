@@ -24,10 +24,9 @@ import (
 // bitwise). wgmma operands are addressed as the PTX ISA's canonical layouts say, with the
 // 128-byte swizzle applied to the shared address.
 type ptxsim struct {
-	dt  numerics.DType // the 16-bit operand type (mma.sync, ldmatrix, 16-bit wgmma)
-	out numerics.DType // what cvt.rn.{f16,bf16}x2 encodes to: dt unless set
-
-	n       int // threads
+	dt      numerics.DType // the 16-bit operand type (mma.sync, ldmatrix, 16-bit wgmma)
+	out     numerics.DType // what cvt.rn.{f16,bf16}x2 encodes to: dt unless set
+	n       int            // threads
 	ins     []simIns
 	labels  map[string]int
 	regs    map[string][]uint64
