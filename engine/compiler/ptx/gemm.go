@@ -9,7 +9,8 @@ import (
 // dedicated returns the dedicated kernel for k when it is the canonical matmul (matchGemm) and
 // the target has tensor cores to spare the general path: wgmma on sm_90a, mma.sync otherwise;
 // or the canonical attention (matchAttention) on sm_90a. TESSERA_PTX_GEMM=off and
-// TESSERA_PTX_ATTN=off keep them on the general path (to compare the two on a GPU).
+// TESSERA_PTX_ATTN=off keep them on the general path (to compare the two on a GPU);
+// TESSERA_PTX_FP8_SETS=1 gives the fp8 kernel one promotion set instead of two.
 func dedicated(k *tile.Kernel, t Target) (*Module, bool) {
 	if t.SIMTOnly {
 		return nil, false
@@ -39,7 +40,13 @@ func dedicated(k *tile.Kernel, t Target) (*Module, bool) {
 func gemmCfgFor(s gemmSpec, t Target) gemmCfg {
 	if s.scaled() {
 		if t.SM == 90 && t.ArchSuffix == "a" {
-			return defaultFP8Cfg()
+			c := defaultFP8Cfg()
+			if os.Getenv("TESSERA_PTX_FP8_SETS") == "1" {
+				// One promotion set: 64 fewer registers a thread, but the add of each k-tile
+				// waits for its wgmma (to compare the two on a GPU).
+				c.wait = 0
+			}
+			return c
 		}
 		return gemmCfg{} // no fp8 mma.sync kernel: the general path (an invalid config)
 	}

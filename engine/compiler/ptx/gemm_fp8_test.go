@@ -95,7 +95,7 @@ func TestScaledGemmPTX(t *testing.T) {
 // fp8Variants are the fp8 tilings the tests exercise: two promotion sets (the default) and one.
 func fp8Variants() []gemmCfg {
 	one := defaultFP8Cfg()
-	one.wait, one.stages = 0, 4
+	one.wait = 0
 	return []gemmCfg{defaultFP8Cfg(), one}
 }
 
@@ -226,4 +226,20 @@ func simulateScaled(t *testing.T, m *Module, k *tile.Kernel, s gemmSpec, seed in
 		return fmt.Errorf("%d of %d outputs wrong", bad, s.m*s.n)
 	}
 	return nil
+}
+
+// TestScaledGemmOneSet: TESSERA_PTX_FP8_SETS=1 picks the one-set tiling, which the simulator
+// checks in TestScaledGemmSimulated.
+func TestScaledGemmOneSet(t *testing.T) {
+	k := scaledKernel(t, 256, 256, 256, numerics.BF16)
+	t.Setenv("TESSERA_PTX_FP8_SETS", "1")
+	m, err := Generate(k, sm90a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := defaultFP8Cfg()
+	one.wait = 0
+	if m.Tile != one.String() {
+		t.Errorf("tile %q, want %q", m.Tile, one)
+	}
 }
