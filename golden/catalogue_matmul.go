@@ -140,7 +140,7 @@ var smCases = []struct {
 }{
 	{m: 1, n: 1, k: 16, out: numerics.BF16},
 	{m: 67, n: 45, k: 97, out: numerics.BF16},
-	{m: 33, n: 40, k: 64, out: numerics.F32, wide: true},
+	{m: 33, n: 48, k: 64, out: numerics.F32, wide: true}, // N, K multiples of 16: torch._scaled_mm and the fp8 kernel take it
 	{m: 37, n: 29, k: 53, out: numerics.F16, tile: []int64{16, 16, 8}},
 }
 
