@@ -96,7 +96,9 @@ func TestScaledGemmPTX(t *testing.T) {
 func fp8Variants() []gemmCfg {
 	one := defaultFP8Cfg()
 	one.wait = 0
-	return []gemmCfg{defaultFP8Cfg(), one}
+	fast := defaultFP8Cfg()
+	fast.fastAccum, fast.bn, fast.stages = true, 256, 4
+	return []gemmCfg{defaultFP8Cfg(), one, fast}
 }
 
 // TestScaledGemmSimulated runs every CTA of the fp8 kernel in the simulator on ragged M, N
@@ -126,6 +128,9 @@ func TestScaledGemmSimulated(t *testing.T) {
 				continue // keep the test short: the second tiling on two shapes
 			}
 			m := gemmKernel(s, c, sm90a, "tq_k0", len(k.Params))
+			if err := checkPTX(m.PTX, len(k.Params)); err != nil {
+				t.Errorf("%+v %s: %v", sh, c, err)
+			}
 			if err := simulateScaled(t, m, k, s, int64(si)); err != nil {
 				t.Errorf("%+v %s: %v", sh, c, err)
 			}
@@ -241,5 +246,10 @@ func TestScaledGemmOneSet(t *testing.T) {
 	one.wait = 0
 	if m.Tile != one.String() {
 		t.Errorf("tile %q, want %q", m.Tile, one)
+	}
+	t.Setenv("TESSERA_PTX_FP8_SETS", "0")
+	if m, err = Generate(k, sm90a); err != nil || !strings.Contains(m.Tile, "128x256x128") || !strings.Contains(m.Tile, "fast-accum") ||
+		!strings.Contains(m.PTX, "m64n256k32.f32.e4m3.e4m3") {
+		t.Errorf("fast accumulation: tile %q, err %v", m.Tile, err)
 	}
 }

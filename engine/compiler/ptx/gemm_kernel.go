@@ -48,7 +48,13 @@ type gemmCfg struct {
 	wait   int    // wgmma: groups left in flight after each issue (0 or 1)
 	group  int    // m-tiles per group in the CTA order, so concurrent CTAs share B panels in L2
 	fp8    bool   // e4m3 operands (scaled form): K-major B, 128 k per tile, promotion
+	// fastAccum (fp8, a measurement knob, not f32 accumulation): no promotion, the tensor
+	// core accumulates the whole K itself, as torch._scaled_mm's use_fast_accum=True.
+	fastAccum bool
 }
+
+// promoting reports whether the kernel adds each k-tile's fp8 products to f32 accumulators.
+func (c gemmCfg) promoting() bool { return c.fp8 && !c.fastAccum }
 
 // bk is the k-tile depth: one 128-byte swizzled row of operand elements.
 func (c gemmCfg) bk() int {
@@ -68,6 +74,9 @@ func (c gemmCfg) String() string {
 	}
 	if c.fp8 {
 		s += " e4m3"
+	}
+	if c.fastAccum {
+		s += " fast-accum"
 	}
 	return s
 }
@@ -96,8 +105,14 @@ func (c gemmCfg) valid() bool {
 	if c.bm != 128 || (c.bn != 128 && c.bn != 256) || c.prefetch() < 1 || c.sharedBytes() > maxShared || c.group < 1 {
 		return false
 	}
-	if c.fp8 { // 64 accumulators and 64 per promotion set a thread at bn 128; bn 256 would not fit
+	if c.fastAccum && !c.fp8 {
+		return false
+	}
+	if c.promoting() { // 64 accumulators and 64 per promotion set a thread at bn 128; bn 256 would not fit
 		return c.path == "wgmma" && c.bn == 128 && (c.wait == 0 || c.wait == 1)
+	}
+	if c.fp8 {
+		return c.path == "wgmma" && (c.wait == 0 || c.wait == 1)
 	}
 	return c.path == "mma.sync" || (c.path == "wgmma" && (c.wait == 0 || c.wait == 1))
 }
@@ -209,7 +224,7 @@ func (k *gemmGen) body() {
 		return rs
 	}
 	k.acc = zeros()
-	if c.fp8 {
+	if c.promoting() {
 		for range c.sets() {
 			k.tmp = append(k.tmp, zeros())
 		}
@@ -372,7 +387,7 @@ func (k *gemmGen) mainLoop() {
 	k.computeSetup()
 	// fp8 with two promotion sets unrolls the loop twice, so that each copy names its set.
 	sets := 1
-	if c.fp8 {
+	if c.promoting() {
 		sets = c.sets()
 	}
 	head, done := e.label(), ""
@@ -412,7 +427,7 @@ func (k *gemmGen) mainLoop() {
 	if c.path == "wgmma" {
 		k.op("wgmma.wait_group.sync.aligned", "0")
 	}
-	if c.fp8 { // the last c.wait k-tiles are not added yet
+	if c.promoting() { // the last c.wait k-tiles are not added yet
 		for t := max(kt-c.wait, 0); t < kt; t++ {
 			k.promote(t % sets)
 		}

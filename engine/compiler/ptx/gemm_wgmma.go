@@ -49,7 +49,9 @@ func (k *gemmGen) computeWgmma(stage string, u int) {
 	if c.fp8 {
 		kStep = 32
 		opcode = "wgmma.mma_async.sync.aligned.m64n" + itoa(c.bn) + "k32.f32.e4m3.e4m3"
-		acc = "{" + joinRegs(k.tmp[u]) + "}"
+		if c.promoting() {
+			acc = "{" + joinRegs(k.tmp[u]) + "}"
+		}
 	}
 	k.op("wgmma.fence.sync.aligned")
 	for j := 0; j < c.bk()/kStep; j++ {
@@ -69,7 +71,7 @@ func (k *gemmGen) computeWgmma(stage string, u int) {
 			// scale-d false on the tile's first step: the set starts from this tile's products.
 			// 8-bit wgmma has no transpose operands: both K-major.
 			d := scale
-			if j == 0 {
+			if j == 0 && c.promoting() {
 				d = k.r("p")
 				k.op("setp.eq.u32", d, k.tid, "0xFFFFFFFF") // always false
 			}
@@ -81,7 +83,7 @@ func (k *gemmGen) computeWgmma(stage string, u int) {
 	}
 	k.op("wgmma.commit_group.sync.aligned")
 	k.op("wgmma.wait_group.sync.aligned", itoa(c.wait))
-	if c.fp8 { // the group retired by this wait wrote set (u+1) % sets (set u itself at wait 0)
+	if c.promoting() { // the group retired by this wait wrote set (u+1) % sets (set u itself at wait 0)
 		k.promote((u + 1) % c.sets())
 	}
 }
