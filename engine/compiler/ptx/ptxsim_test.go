@@ -19,10 +19,11 @@ import (
 // ahead as its barriers let it, which is where a missing wait shows (it overwrites data not yet
 // read), and a protocol that can stall shows as a deadlock. cp.async completes at once and wgmma
 // when issued: the simulator proves indexing and protocols, not the absence of hardware races
-// (the GPU check does that). Tensor-core steps are modelled as: each 16-k chunk summed exactly,
-// rounded once to f32, added to the accumulator (the result is compared with a tolerance, not
-// bitwise). wgmma operands are addressed as the PTX ISA's canonical layouts say, with the
-// 128-byte swizzle applied to the shared address.
+// (the GPU check does that). Tensor-core steps are modelled as: each 16-k chunk (32-k for e4m3
+// wgmma) summed exactly, rounded once to f32, added to the accumulator (the result is compared
+// with a tolerance, not bitwise). wgmma operands are addressed as the PTX ISA's canonical
+// layouts say, with the 128-byte swizzle applied to the shared address (e4m3: one byte an
+// element, both operands K-major).
 type ptxsim struct {
 	dt      numerics.DType // the 16-bit operand type (mma.sync, ldmatrix, 16-bit wgmma)
 	out     numerics.DType // what cvt.rn.{f16,bf16}x2 encodes to: dt unless set
