@@ -23,17 +23,6 @@ import (
 // B[k:k+16,:] for k = 0, 16, 32, ... over f32 accumulators, in increasing k, whatever the
 // tiling; so the result does not depend on BM, BN or the stage count, and runs repeat bit for
 // bit (no split K, no atomics).
-//
-// fp8 (scaled_matmul, e4m3 operands, wgmma only): a 128-byte row holds 128 k, so a k-tile is
-// 128 deep and one wgmma k32 reads 32 bytes of a row, as a bf16 k16 does. 8-bit wgmma has no
-// transpose, so B is K-major like A (the graph op stores it [N,K]) and its stage is laid out
-// like A's: BN rows of 128 bytes. Hopper's fp8 tensor cores keep fewer bits than f32 when they
-// accumulate, so each k-tile's products go into fresh registers (scale-d false on its first
-// wgmma) and CUDA cores add them to the f32 accumulators ("promotion", as cuBLAS does unless
-// asked for fast accumulation): with wait 1 there are two such sets and the add of tile t-1
-// overlaps the wgmma of tile t. Chain per element: acc += (sum over the tile's 128 k), k-tiles
-// in increasing order; the epilogue multiplies by scale_a*scale_b (rounded to f32) and rounds
-// once to the output dtype.
 const (
 	gemmBK      = 64
 	gemmThreads = 256
@@ -53,9 +42,6 @@ type gemmCfg struct {
 	fastAccum bool
 }
 
-// promoting reports whether the kernel adds each k-tile's fp8 products to f32 accumulators.
-func (c gemmCfg) promoting() bool { return c.fp8 && !c.fastAccum }
-
 // bk is the k-tile depth: one 128-byte swizzled row of operand elements.
 func (c gemmCfg) bk() int {
 	if c.fp8 {
@@ -63,9 +49,6 @@ func (c gemmCfg) bk() int {
 	}
 	return swizzleRow / 2
 }
-
-// sets is the number of promotion register sets (fp8): one per wgmma group in flight.
-func (c gemmCfg) sets() int { return c.wait + 1 }
 
 func (c gemmCfg) String() string {
 	s := fmt.Sprintf("%s %dx%dx%d stages=%d", c.path, c.bm, c.bn, c.bk(), c.stages)
@@ -115,11 +98,6 @@ func (c gemmCfg) valid() bool {
 		return c.path == "wgmma" && (c.wait == 0 || c.wait == 1)
 	}
 	return c.path == "mma.sync" || (c.path == "wgmma" && (c.wait == 0 || c.wait == 1))
-}
-
-// defaultFP8Cfg is the fp8 kernel's tiling: 6 stages of 32 KiB, two promotion sets.
-func defaultFP8Cfg() gemmCfg {
-	return gemmCfg{path: "wgmma", bm: 128, bn: 128, stages: 6, wait: 1, group: 8, fp8: true}
 }
 
 // defaultGemmCfg is the tiling used when the Tile IR's own tile is not one the dedicated
@@ -435,12 +413,6 @@ func (k *gemmGen) mainLoop() {
 	k.op("cp.async.wait_all")
 }
 
-// promote adds promotion set u to the f32 accumulators.
-func (k *gemmGen) promote(u int) {
-	for i, a := range k.acc {
-		k.op("add.rn.f32", a, a, k.tmp[u][i])
-	}
-}
 
 func (k *gemmGen) computeSetup() {
 	if k.c.path == "wgmma" {

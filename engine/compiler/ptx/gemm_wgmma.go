@@ -106,18 +106,6 @@ func (k *gemmGen) epilogueWgmma() {
 	}, k.c.bn/8)
 }
 
-// scaleAcc multiplies every accumulator by scale_a * scale_b (the product rounded to f32
-// first, as the Tile IR's epilogue computes it).
-func (k *gemmGen) scaleAcc() {
-	sa, sb, sc := k.r("f"), k.r("f"), k.r("f")
-	k.op("ld.global.f32", sa, "["+k.gSA+"]")
-	k.op("ld.global.f32", sb, "["+k.gSB+"]")
-	k.op("mul.rn.f32", sc, sa, sb)
-	for _, a := range k.acc {
-		k.op("mul.rn.f32", a, a, sc)
-	}
-}
-
 // storeRows writes n pairs of 8-column blocks for rows row and row+8: block i starts at
 // column col + off(i) and holds (row, +0), (row, +1), (row+8, +0), (row+8, +1).
 func (k *gemmGen) storeRows(row, col string, block func(i int) (int, [4]string), n int) {
