@@ -413,7 +413,6 @@ func (k *gemmGen) mainLoop() {
 	k.op("cp.async.wait_all")
 }
 
-
 func (k *gemmGen) computeSetup() {
 	if k.c.path == "wgmma" {
 		k.wgmmaSetup()
