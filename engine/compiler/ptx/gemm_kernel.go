@@ -22,7 +22,7 @@ import (
 // Bits: every output element is a chain of tensor-core steps acc = acc + A[:,k:k+16] x
 // B[k:k+16,:] for k = 0, 16, 32, ... over f32 accumulators, in increasing k, whatever the
 // tiling; so the result does not depend on BM, BN or the stage count, and runs repeat bit for
-// bit (no split K, no atomics).
+// bit (no split K, no atomics). e4m3 operands (scaled_matmul): gemm_fp8.go.
 const (
 	gemmBK      = 64
 	gemmThreads = 256
