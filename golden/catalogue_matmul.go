@@ -16,6 +16,7 @@ import (
 func init() {
 	register(matmulFamily, "matmul", "batch_matmul")
 	register(attentionFamily, "attention")
+	register(scaledMatmulFamily, "scaled_matmul")
 }
 
 // mmCase is one matmul shape: batch (0 for plain matmul), M, N, K, transposes, tile hint.
@@ -126,4 +127,46 @@ func attentionFamily(op string, dt numerics.DType) []Spec {
 		mk(0, 1, 67, 16, 16, false),
 		mk(0, 67, 45, 16, 16, true),
 		mk(2, 37, 131, 8, 5, false))
+}
+
+// scaled_matmul (torch._scaled_mm): b is [N,K]. Shapes as matmul's (a 1x1 case, ragged tiles on
+// every edge, a tile hint), each output dtype once, and one case over e4m3's whole range
+// (|x| up to 448, scales of 2^-10..2^-8 as a per-tensor quantisation would choose).
+var smCases = []struct {
+	m, n, k int
+	out     numerics.DType
+	wide    bool
+	tile    []int64
+}{
+	{m: 1, n: 1, k: 16, out: numerics.BF16},
+	{m: 67, n: 45, k: 97, out: numerics.BF16},
+	{m: 33, n: 48, k: 64, out: numerics.F32, wide: true}, // N, K multiples of 16: torch._scaled_mm and the fp8 kernel take it
+	{m: 37, n: 29, k: 53, out: numerics.F16, tile: []int64{16, 16, 8}},
+}
+
+func scaledMatmulFamily(op string, dt numerics.DType) []Spec {
+	var ds []draft
+	for _, c := range smCases {
+		d, ds2 := distNormal, distAwayZero
+		tag := fmt.Sprintf("%dx%dx%d-%s", c.m, c.n, c.k, c.out)
+		switch {
+		case c.m*c.n == 1:
+			d = distAwayZero
+		case c.wide:
+			d = harness.Dist{Kind: harness.DistUniform, Lo: -448, Hi: 448}
+			ds2 = harness.Dist{Kind: harness.DistPositive, Lo: 0x1p-10, Hi: 0x1p-8}
+			tag += "-range"
+		}
+		attrs := graph.Attrs{"out_dtype": graph.DTypeAttr(c.out)}
+		if c.tile != nil {
+			attrs["tile"] = graph.Ints(c.tile...)
+			tag += fmt.Sprintf("-tile%dx%dx%d", c.tile[0], c.tile[1], c.tile[2])
+		}
+		ds = append(ds, draft{tag: tag, dists: dists("a", d, "b", d, "scale_a", ds2, "scale_b", ds2), tol: tolReduce(c.k),
+			build: func(b *graph.Builder) *graph.Value {
+				return b.Op(op, attrs, b.Input("a", dt, c.m, c.k), b.Input("b", dt, c.n, c.k),
+					b.Input("scale_a", numerics.F32), b.Input("scale_b", numerics.F32, 1))
+			}})
+	}
+	return finish(op, dt, ds...)
 }

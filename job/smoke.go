@@ -183,23 +183,29 @@ func attentionKind(d *graph.OpDef) bool {
 }
 
 func (g *gen) pickDType(op *graph.OpDef) numerics.DType {
+	ok := dtypesFor(op)
+	return ok[g.r.IntN(len(ok))]
+}
+
+// dtypesFor is the smoke dtypes op accepts as a head; an op made for one dtype outside them
+// (scaled_matmul: e4m3 only) gets its own.
+func dtypesFor(op *graph.OpDef) []numerics.DType {
 	var ok []numerics.DType
 	for _, dt := range smokeDTypes {
 		if op.Supports(dt) && !(attentionKind(op) && lowPrecision(dt)) {
 			ok = append(ok, dt)
 		}
 	}
-	return ok[g.r.IntN(len(ok))]
+	if op.Name == "scaled_matmul" {
+		ok = op.DTypes
+	}
+	return ok
 }
 
 // canHead reports whether the generator knows how to build op: its kind has a template and
 // the op's arity fits it, and it accepts a smoke dtype.
 func (g *gen) canHead(d *graph.OpDef) bool {
-	var dtOK bool
-	for _, dt := range smokeDTypes {
-		dtOK = dtOK || (d.Supports(dt) && !(attentionKind(d) && lowPrecision(dt)))
-	}
-	if !dtOK {
+	if len(dtypesFor(d)) == 0 {
 		return false
 	}
 	switch d.Kind {
@@ -212,7 +218,7 @@ func (g *gen) canHead(d *graph.OpDef) bool {
 	case graph.KindRowwise:
 		return d.MinArgs >= 1 && d.MinArgs <= 3 && requiredAttrsKnown(d)
 	case graph.KindMatmul:
-		return d.Name == "matmul" || d.Name == "batch_matmul"
+		return d.Name == "matmul" || d.Name == "batch_matmul" || d.Name == "scaled_matmul"
 	case graph.KindAttention:
 		return d.MinArgs == 3
 	case graph.KindAttentionGrad:
@@ -371,6 +377,13 @@ func (g *gen) rowwise(d *graph.OpDef, dt numerics.DType) *graph.Value {
 
 func (g *gen) matmul(op string, dt numerics.DType) *graph.Value {
 	m, n, k := g.pick(dims), g.pick(dims), g.pick(dims)
+	if op == "scaled_matmul" { // b is [N,K]; positive scales; any output dtype
+		g.k = max(g.k, k)
+		outs := graph.ScaledMatmulOuts
+		return g.op(op, graph.Attrs{"out_dtype": graph.DTypeAttr(outs[g.r.IntN(len(outs))])},
+			g.input(dt, []int{m, k}, nil), g.input(dt, []int{n, k}, nil),
+			g.input(numerics.F32, nil, &distPositive), g.input(numerics.F32, []int{1}, &distPositive))
+	}
 	ta, tb := g.r.IntN(2) == 0, g.r.IntN(2) == 0
 	a, b := []int{m, k}, []int{k, n}
 	if ta {

@@ -300,6 +300,17 @@ def matmul(b, n, a):
     return jnp.matmul(x, y)
 
 
+def scaled_matmul(b, n, a):
+    """torch._scaled_mm's function: f32 products of the fp8 values (exact) summed in f32,
+    times scale_a*scale_b rounded to f32, rounded once to out_dtype (b is [N,K])."""
+    jnp = b.jnp
+    x, y, sa, sb = a
+    f32 = jnp.float32
+    out = jnp.matmul(x.astype(f32), jnp.swapaxes(y.astype(f32), -1, -2), preferred_element_type=f32)
+    out = out * (sa.astype(f32).reshape(()) * sb.astype(f32).reshape(()))
+    return out.astype(b.dtype(n["dtype"])), "composite in f32 (jax has no scaled fp8 matmul)"
+
+
 def scores(b, n, q, k):
     """q k^T * scale (absent: 1/sqrt(D)) with the causal mask (key j > query i is -Inf, top-left
     aligned as torch's is_causal), in q's dtype."""
@@ -415,7 +426,7 @@ OPS = {
     "cast": cast,
     "reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_mean": reduce_mean,
     "softmax": softmax, "log_softmax": log_softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
-    "matmul": matmul, "batch_matmul": matmul, "attention": attention,
+    "matmul": matmul, "batch_matmul": matmul, "scaled_matmul": scaled_matmul, "attention": attention,
     "transpose": transpose, "reshape": reshape, "slice": slice_op, "concat": concat,
     "mse_loss": mse_loss,
     "full_like": full_like, "sign": sign, "attention_lse": attention_lse, "attention_grad": attention_grad,

@@ -334,6 +334,31 @@ def matmul(b, n, a):
     return out
 
 
+def scaled_matmul(b, n, a):
+    """torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype) on CUDA where torch has float8
+    and the shape suits it (a and b travel as exact f32 values and go back to e4m3 exactly;
+    b.t() is the column-major operand _scaled_mm wants). Elsewhere, and for shapes _scaled_mm
+    refuses (dims not multiples of 16), a composite: f32 products (exact for fp8) summed in
+    f32, times scale_a*scale_b rounded to f32, rounded once to out_dtype."""
+    t = b.torch
+    x, y, sa, sb = a
+    want = b.dtype(n["dtype"])
+    why = "torch %s has no float8 _scaled_mm on %s" % (t.__version__, x.device.type)
+    if x.device.type == "cuda" and hasattr(t, "_scaled_mm") and "fp8e4m3" in b.dtypes:
+        e4 = b.dtypes["fp8e4m3"]
+        try:
+            out = t._scaled_mm(x.to(e4), y.to(e4).t(), scale_a=sa.reshape(()).float(), scale_b=sb.reshape(()).float(),
+                               out_dtype=want, use_fast_accum=False)
+            if isinstance(out, tuple):  # torch 2.1-2.4 return (out, amax)
+                out = out[0]
+            return out, "torch._scaled_mm"
+        except RuntimeError as e:
+            why = "torch._scaled_mm refused [%d,%d]x[%d,%d]^T: %s" % (x.shape[0], x.shape[1], y.shape[0], y.shape[1],
+                                                                     proto.one_line(e)[:120])
+    out = t.matmul(x.float(), y.float().t()) * (sa.float().reshape(()) * sb.float().reshape(()))
+    return out.to(want), "composite in f32 (%s)" % why
+
+
 def attention_form(n, q):
     """(causal, scale) of an attention node: scale absent means 1/sqrt(D)."""
     at = attrs(n)
@@ -455,7 +480,7 @@ OPS = {
     "cast": cast,
     "reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_mean": reduce_mean,
     "softmax": softmax, "log_softmax": log_softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
-    "matmul": matmul, "batch_matmul": matmul, "attention": attention,
+    "matmul": matmul, "batch_matmul": matmul, "scaled_matmul": scaled_matmul, "attention": attention,
     "transpose": transpose, "reshape": reshape, "slice": slice_op, "concat": concat,
     "mse_loss": mse_loss,
     "full_like": full_like, "sign": sign, "attention_lse": attention_lse, "attention_grad": attention_grad,

@@ -325,7 +325,8 @@ func (b *kbuilder) lowerMatmul(n *graph.Node, sc Schedule) error {
 		aRow, aCol = 1, m
 	}
 	bRow, bCol := nn, 1
-	if n.BoolAttr("transpose_b") && !failpoint.Enabled(failpoint.MatmulTransposeBIgnored) {
+	// scaled_matmul's b is always stored [N,K] (K-major, as fp8 tensor cores read it).
+	if (n.BoolAttr("transpose_b") || n.Op == "scaled_matmul") && !failpoint.Enabled(failpoint.MatmulTransposeBIgnored) {
 		bRow, bCol = 1, k
 	}
 	b.loop(ceilDiv(k, bk), func(kt tile.Var) {
@@ -337,11 +338,26 @@ func (b *kbuilder) lowerMatmul(n *graph.Node, sc Schedule) error {
 			Rows: bk, Cols: bn, Mask: failpoint.Pick(failpoint.MatmulKTailUnmasked, true, false)}, 0)
 		b.emit(tile.MMA{Acc: c, A: a, B: bt, AccDType: acc})
 	})
+	if n.Op == "scaled_matmul" {
+		c = b.scaleEpilogue(c, n.Inputs[2], n.Inputs[3])
+	}
 	c = b.narrowTo(c, acc, n.Output.Type.DType)
 	b.emit(tile.Store{Src: c, At: tile.Access{Param: b.param(n.Output, true), Base: tile.V(g[0], m*nn),
 		RowDims: []int{m}, RowStrides: []int{nn}, ColDims: []int{nn}, ColStrides: []int{1},
 		RowStart: tile.V(g[1], bm), ColStart: tile.V(g[2], bn), Rows: bm, Cols: bn, Mask: true}})
 	return nil
+}
+
+// scaleEpilogue multiplies the f32 accumulator by scale_a*scale_b, the product rounded to f32
+// first (one multiplication per element, as cuBLASLt's fp8 epilogue does); the store then
+// rounds once more, to the output dtype.
+func (b *kbuilder) scaleEpilogue(c tile.Reg, sa, sb *graph.Value) tile.Reg {
+	scalar := func(v *graph.Value) tile.Reg {
+		return b.load(tile.Access{Param: b.param(v, false), Base: tile.C(0), RowDims: []int{1}, RowStrides: []int{0},
+			ColDims: []int{1}, ColStrides: []int{0}, RowStart: tile.C(0), ColStart: tile.C(0), Rows: 1, Cols: 1, Mask: true}, 0)
+	}
+	scale := b.binary(tile.Mul, scalar(sa), scalar(sb), numerics.F32)
+	return b.binary(tile.Mul, c, scale, numerics.F32)
 }
 
 // ---- attention ----

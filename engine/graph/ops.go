@@ -110,6 +110,14 @@ func init() {
 	register(&OpDef{Name: "batch_matmul", Kind: KindMatmul, MinArgs: 2, MaxArgs: 2, DTypes: numeric, Attrs: mmAttrs,
 		Infer: func(n *Node, in []Type) (Type, error) { return matmulInfer(n, in, 3) },
 		Doc:   "[B,M,K]x[B,K,N] -> [B,M,N]"})
+	register(&OpDef{Name: "scaled_matmul", Kind: KindMatmul, MinArgs: 4, MaxArgs: 4, DTypes: []numerics.DType{numerics.F8E4M3},
+		SharedDTypeArgs: 2, Infer: scaledMatmulInfer,
+		Attrs: []AttrSpec{
+			{Name: "out_dtype", Kind: AttrDType, Default: dflt(DTypeAttr(numerics.BF16)), Doc: "bf16, f16 or f32"},
+			{Name: "tile", Kind: AttrInts, Optional: true, Doc: "tile-shape hint [BM,BN,BK]"},
+		},
+		Doc: "torch._scaled_mm: (a x b^T) * scale_a * scale_b with f32 accumulation, rounded once to out_dtype; " +
+			"a[M,K] and b[N,K] fp8 e4m3 (b stored as torch's column-major [K,N] operand is), scale_a and scale_b f32 scalars ([] or [1])"})
 
 	register(&OpDef{Name: "attention", Kind: KindAttention, MinArgs: 3, MaxArgs: 3, DTypes: floats, Infer: attentionInfer,
 		Attrs: []AttrSpec{
@@ -293,7 +301,7 @@ func MatmulDims(n *Node, a, b Type) (batch, m, nn, k int, err error) {
 		m, k = k, m
 	}
 	kb, nn := b.Shape[r-2], b.Shape[r-1]
-	if n.BoolAttr("transpose_b") {
+	if n.BoolAttr("transpose_b") || n.Op == "scaled_matmul" { // scaled_matmul's b is always [N,K]
 		kb, nn = nn, kb
 	}
 	if k != kb {
@@ -321,6 +329,34 @@ func matmulInfer(n *Node, in []Type, rank int) (Type, error) {
 		s = []int{batch, m, nn}
 	}
 	return Type{DType: in[0].DType, Shape: s}, nil
+}
+
+// ScaledMatmulOuts are the output dtypes scaled_matmul may round to.
+var ScaledMatmulOuts = []numerics.DType{numerics.BF16, numerics.F16, numerics.F32}
+
+// scaledMatmulInfer: a [M,K], b [N,K] (K-major, the layout fp8 tensor cores read), two f32
+// scalar scales. The operand dtypes were checked by the declaration (SharedDTypeArgs 2).
+func scaledMatmulInfer(n *Node, in []Type) (Type, error) {
+	a, b := in[0], in[1]
+	if a.Rank() != 2 || b.Rank() != 2 {
+		return Type{}, fmt.Errorf("scaled_matmul needs rank-2 a [M,K] and b [N,K]")
+	}
+	if a.Shape[1] != b.Shape[1] {
+		return Type{}, fmt.Errorf("inner dims differ: a is [M,K=%d], b is [N,K=%d]", a.Shape[1], b.Shape[1])
+	}
+	for i, s := range in[2:] {
+		if s.DType != numerics.F32 || s.NumElems() != 1 || s.Rank() > 1 {
+			return Type{}, errs.New(errs.DType, "%s must be an f32 scalar ([] or [1]), got %s", []string{"scale_a", "scale_b"}[i], s)
+		}
+	}
+	if t := n.IntsAttr("tile"); t != nil && (len(t) != 3 || t[0] < 1 || t[1] < 1 || t[2] < 1) {
+		return Type{}, fmt.Errorf("tile hint must be 3 positive ints [BM,BN,BK], got %v", t)
+	}
+	out := n.DTypeAttr("out_dtype")
+	if !slices.Contains(ScaledMatmulOuts, out) {
+		return Type{}, errs.New(errs.DType, "out_dtype %s: want one of %v", out, ScaledMatmulOuts)
+	}
+	return Type{DType: out, Shape: []int{a.Shape[0], b.Shape[0]}}, nil
 }
 
 func attentionInfer(n *Node, in []Type) (Type, error) {

@@ -22,7 +22,7 @@ const (
 	KindCast                        // elementwise dtype conversion
 	KindReduce                      // reduction over axes
 	KindRowwise                     // softmax, log_softmax, layernorm, rmsnorm: along one axis
-	KindMatmul                      // matmul, batch_matmul
+	KindMatmul                      // matmul, batch_matmul, scaled_matmul (b [N,K], scales)
 	KindAttention                   // scaled dot-product attention
 	KindMovement                    // transpose, reshape, slice, concat: no arithmetic
 	KindLoss                        // mse_loss

@@ -65,6 +65,10 @@ var opCases = map[string][]opCase{
 		{in: []Type{ty(f32, 4, 8), ty(f32, 16, 8)}, attrs: Attrs{"transpose_b": Bool(true), "tile": Ints(32, 32, 16)}},
 		{in: []Type{ty(i32, 2, 3), ty(i32, 3, 4)}, attrs: Attrs{"accum": DTypeAttr(i32)}},
 	},
+	"scaled_matmul": {
+		{in: []Type{ty(numerics.F8E4M3, 4, 32), ty(numerics.F8E4M3, 16, 32), ty(f32), ty(f32, 1)}},
+		{in: []Type{ty(numerics.F8E4M3, 3, 5), ty(numerics.F8E4M3, 7, 5), ty(f32, 1), ty(f32)}, attrs: Attrs{"out_dtype": DTypeAttr(f32), "tile": Ints(64, 64, 128)}},
+	},
 	"batch_matmul": {{in: []Type{ty(numerics.F16, 2, 8, 4), ty(numerics.F16, 2, 8, 4)}, attrs: Attrs{"transpose_a": Bool(true)}}},
 	"attention": {
 		{in: []Type{ty(f32, 2, 4, 8), ty(f32, 2, 6, 8), ty(f32, 2, 6, 3)}, attrs: Attrs{"causal": Bool(true), "scale": Float(0.125)}},

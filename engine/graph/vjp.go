@@ -356,6 +356,7 @@ func init() {
 		return []*Value{b.Op("all_to_all", Attrs{"axis": n.Attrs["axis"], "split_dim": Int(n.IntAttr("concat_dim")), "concat_dim": Int(n.IntAttr("split_dim"))}, dy)}
 	}, false))
 	noGrad("its transpose puts the gradient on one member and zeros elsewhere, which needs a rank-dependent op the set does not have", "broadcast", "chunk")
+	noGrad("fp8 training recipes differentiate through a higher-precision matmul (the fp8 operands are a forward-only quantisation), as torch._scaled_mm has no backward", "scaled_matmul")
 	noGrad("pipeline send/recv gradients (the reversed transfer) are not implemented", "send", "recv")
 }
 

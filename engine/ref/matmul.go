@@ -103,3 +103,22 @@ func attention(n *graph.Node, in []*tensor.Tensor, out *tensor.Tensor) error {
 func typeOf(t *tensor.Tensor) graph.Type {
 	return graph.Type{DType: t.DType, Shape: slices.Clone(t.Shape)}
 }
+
+// scaledMatmul is torch._scaled_mm's function computed exactly: fp8 products are exact in
+// float64 and so is their sum for K < 2^18 (e4m3 products span 2^-18..2^17), so the only
+// roundings are the two scale multiplications in float64 and the final one to out_dtype.
+// Engines accumulate in f32 and multiply by scale_a*scale_b rounded to f32; design.md §7 and
+// golden/tolerance.go say how much that may differ.
+func scaledMatmul(n *graph.Node, in []*tensor.Tensor, out *tensor.Tensor) error {
+	_, m, nn, k, err := graph.MatmulDims(n, typeOf(in[0]), typeOf(in[1]))
+	if err != nil {
+		return errs.Wrap(errs.Shape, err, "ref: %s", nodeName(n))
+	}
+	sa, sb := floatsOf(in[2])[0], floatsOf(in[3])[0]
+	dot := matmulLoop(floatsOf(in[0]), floatsOf(in[1]), mmDims{batch: 1, m: m, n: nn, k: k, tb: true})
+	for i, v := range dot {
+		dot[i] = v * sa * sb
+	}
+	putFloats(out, dot)
+	return nil
+}

@@ -12,6 +12,7 @@ import (
 const (
 	f64 = numerics.F64
 	f32 = numerics.F32
+	e4  = numerics.F8E4M3
 	f16 = numerics.F16
 	i8  = numerics.I8
 	i32 = numerics.I32
@@ -191,6 +192,19 @@ var matmulCases = []opCase{
 		ins(tt(f32, sh(2, 1, 2), 1, 2, 3, 4), tt(f32, sh(2, 2, 1), 5, 6, 7, 8)), f32, sh(2, 1, 1), []float64{17, 53}, 0},
 	{"batch_matmul/int32", "batch_matmul", graph.Attrs{"transpose_b": graph.Bool(true)},
 		ins(tt(i32, sh(1, 1, 2), 2, 3), tt(i32, sh(1, 2, 2), 1, 1, -1, 2)), i32, sh(1, 1, 2), []float64{5, 4}, 0},
+	// scaled_matmul: b is [N,K]; (a b^T) * 0.5 * 4.
+	{"scaled_matmul/f32", "scaled_matmul", graph.Attrs{"out_dtype": graph.DTypeAttr(f32)},
+		ins(tt(e4, sh(2, 2), 1, 2, 3, 4), tt(e4, sh(2, 2), 5, 7, 6, 8), tt(f32, nil, 0.5), tt(f32, sh(1), 4)), f32, sh(2, 2),
+		[]float64{38, 44, 86, 100}, 0},
+	// e4m3's largest finite value squared and summed (2 * 448^2 = 401408, exact in bf16), and a
+	// NaN (0x7F) that reaches only its own output column.
+	{"scaled_matmul/max_nan_bf16", "scaled_matmul", nil,
+		ins(tt(e4, sh(1, 2), 448, 448), tt(e4, sh(2, 2), 448, 448, nan, 1), tt(f32, nil, 1), tt(f32, nil, 1)), numerics.BF16, sh(1, 2),
+		[]float64{401408, nan}, 0},
+	// The smallest subnormal, 2^-9, squared is 2^-18: the scales bring it back to 1.
+	{"scaled_matmul/subnormal", "scaled_matmul", graph.Attrs{"out_dtype": graph.DTypeAttr(f32)},
+		ins(tt(e4, sh(1, 1), 0x1p-9), tt(e4, sh(1, 1), 0x1p-9), tt(f32, nil, 0x1p9), tt(f32, nil, 0x1p9)), f32, sh(1, 1),
+		[]float64{1}, 0},
 	// D=1, scale 1: scores [0, ln2] give weights [1/3, 2/3] on v = [3, 6].
 	{"attention/weights", "attention", nil, ins(tt(f64, sh(1, 1), 1), tt(f64, sh(2, 1), 0, ln2), tt(f64, sh(2, 1), 3, 6)), f64, sh(1, 1),
 		[]float64{5}, 1e-14},

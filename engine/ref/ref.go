@@ -50,9 +50,10 @@ var impls = map[string]impl{
 	"layernorm":   layernorm,
 	"rmsnorm":     rmsnorm,
 
-	"matmul":       matmul,
-	"batch_matmul": matmul,
-	"attention":    attention,
+	"matmul":        matmul,
+	"batch_matmul":  matmul,
+	"scaled_matmul": scaledMatmul,
+	"attention":     attention,
 
 	"transpose": transpose,
 	"reshape":   reshape,

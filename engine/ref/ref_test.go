@@ -207,6 +207,7 @@ func TestEveryDeclaredDType(t *testing.T) {
 		"attention": {sh(2, 3, 4), sh(2, 5, 4), sh(2, 5, 2)}, "layernorm": {sh(2, 3), sh(3), sh(3)},
 		"rmsnorm": {sh(2, 3), sh(3)}, "concat": {sh(2, 3), sh(1, 3)},
 		"attention_lse":  {sh(2, 3, 4), sh(2, 5, 4)},
+		"scaled_matmul":  {sh(2, 3), sh(4, 3), sh(), sh(1)},
 		"attention_grad": {sh(2, 3, 4), sh(2, 5, 4), sh(2, 5, 2), sh(2, 3, 2), sh(2, 3, 2), sh(2, 3)},
 	}
 	attrs := map[string]graph.Attrs{

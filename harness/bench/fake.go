@@ -72,7 +72,7 @@ func (o RefOracle) Run(req Request) (Reply, error) {
 		if i >= len(req.Inputs) {
 			return Reply{Type: "error", ID: req.ID, Error: "missing input " + in.name}, nil
 		}
-		t, err := readTensor(req.Inputs[i].File, dt, req.Inputs[i].Shape)
+		t, err := readTensor(req.Inputs[i].File, def.inputDType(in, dt), req.Inputs[i].Shape)
 		if err != nil {
 			return Reply{}, err
 		}
@@ -110,6 +110,8 @@ func caseShapeOf(def opDef, in []FileTensor) []int {
 	switch {
 	case def.name == "matmul" && len(in) > 1:
 		return []int{a[0], in[1].Shape[1], a[1]}
+	case def.name == "fp8gemm" && len(in) > 1: // B is [N,K]
+		return []int{a[0], in[1].Shape[0], a[1]}
 	case def.name == "batch_matmul" && len(in) > 1:
 		return []int{a[0], a[1], in[1].Shape[2], a[2]}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
 	"github.com/tessera-qa/tessera-qa/harness"
 )
 
@@ -30,6 +31,18 @@ type opDef struct {
 	// rows of A, ...). Each sliced input is a prefix of the full input's data and the slice's
 	// output a prefix of the full output's, so no gather is needed.
 	slice func(shape []int, r int) [][]int
+	// ownDTypes: the op exists for its dtypes only (fp8gemm), so --dtypes does not apply to it.
+	ownDTypes bool
+	// inputDTypes names the inputs whose dtype is not the case's (fp8gemm's f32 scales).
+	inputDTypes map[string]numerics.DType
+}
+
+// inputDType is the dtype of input in in a case of dtype dt.
+func (o opDef) inputDType(in input, dt numerics.DType) numerics.DType {
+	if d, ok := o.inputDTypes[in.name]; ok {
+		return d
+	}
+	return dt
 }
 
 // input is one graph input: its shape and distribution.
@@ -43,6 +56,7 @@ var (
 	distNormal = harness.Dist{Kind: harness.DistNormal}
 	distLogits = harness.Dist{Kind: harness.DistUniform, Lo: -4, Hi: 4}
 	distGamma  = harness.Dist{Kind: harness.DistUniform, Lo: 0.5, Hi: 1.5}
+	distScale  = harness.Dist{Kind: harness.DistPositive, Lo: 0.25, Hi: 1}
 )
 
 func rowsInputs(names ...string) func(shape []int) []input {
@@ -145,6 +159,21 @@ var ops = []opDef{
 		// The reference keeps batch 0: r rows of A[0] and all of B[0].
 		slice: func(s []int, r int) [][]int { return [][]int{{1, r, s[3]}, {1, s[3], s[2]}} },
 	},
+	{
+		// torch._scaled_mm's GEMM: e4m3 A [M,K] and B [N,K] (torch gets B^T, the column-major
+		// operand it wants), per-tensor f32 scales, f32 accumulation, bf16 out.
+		name: "fp8gemm", dims: []string{"M", "N", "K"}, dtypes: []numerics.DType{numerics.F8E4M3}, shapes: [][]int{{8192, 8192, 8192}},
+		ownDTypes: true, inputDTypes: map[string]numerics.DType{"scale_a": f32, "scale_b": f32},
+		inputs: func(s []int) []input {
+			return []input{{"a", []int{s[0], s[2]}, distNormal}, {"b", []int{s[1], s[2]}, distNormal},
+				{"scale_a", []int{}, distScale}, {"scale_b", []int{1}, distScale}}
+		},
+		build:  one("scaled_matmul", graph.Attrs{"out_dtype": graph.DTypeAttr(bf16)}),
+		flops:  func(s []int) float64 { return 2 * float64(s[0]) * float64(s[1]) * float64(s[2]) },
+		reduce: func(s []int) int { return s[2] },
+		tol:    func(_ numerics.DType, k int) harness.Tolerance { return tolReduce(bf16, k) }, // judged as its bf16 output
+		slice:  func(s []int, r int) [][]int { return [][]int{{r, s[2]}, {s[1], s[2]}, {}, {1}} },
+	},
 	attentionDef("attention", false),
 	attentionDef("attention_causal", true),
 	{
@@ -237,12 +266,12 @@ func OpNames() []string {
 
 // bytesMoved is the fewest bytes the op must move through device memory: every input read
 // once and the output written once.
-func bytesMoved(o opDef, dt numerics.DType, shape []int, outElems int) float64 {
-	n := outElems
+func bytesMoved(o opDef, dt numerics.DType, shape []int, out *tensor.Tensor) float64 {
+	n := out.Len() * out.DType.Size()
 	for _, in := range o.inputs(shape) {
-		n += elems(in.shape)
+		n += elems(in.shape) * o.inputDType(in, dt).Size()
 	}
-	return float64(n) * float64(dt.Size())
+	return float64(n)
 }
 
 func elems(shape []int) int {

@@ -153,7 +153,7 @@ func runCase(e Engine, o Oracle, c Case, opt Options, dev Device, dir string) (r
 	inputs := map[string]*tensor.Tensor{}
 	var files []FileTensor
 	for _, in := range ins {
-		t := randomTensor(c.DType, in.shape, harness.SubSeed(opt.Seed, c.String()+"/"+in.name), in.dist)
+		t := randomTensor(def.inputDType(in, c.DType), in.shape, harness.SubSeed(opt.Seed, c.String()+"/"+in.name), in.dist)
 		inputs[in.name] = t
 		f, err := writeTensor(dir, in.name, t)
 		if err != nil {
@@ -173,7 +173,7 @@ func runCase(e Engine, o Oracle, c Case, opt Options, dev Device, dir string) (r
 		return r
 	}
 	got := outs[0]
-	r.Flops, r.Bytes = def.flops(c.Shape), bytesMoved(def, c.DType, c.Shape, got.Len())
+	r.Flops, r.Bytes = def.flops(c.Shape), bytesMoved(def, c.DType, c.Shape, got)
 
 	outFile := dir + "/out.bin"
 	defer os.Remove(outFile)
@@ -275,7 +275,7 @@ func buildGraph(def opDef, c Case, shapes [][]int) (*graph.Graph, error) {
 	ins := def.inputs(c.Shape)
 	vals := make([]*graph.Value, len(ins))
 	for i, in := range ins {
-		vals[i] = b.Input(in.name, c.DType, shapes[i]...)
+		vals[i] = b.Input(in.name, def.inputDType(in, c.DType), shapes[i]...)
 	}
 	b.Output(def.build(b, vals))
 	g, err := b.Build()

@@ -103,7 +103,7 @@ func Select(sel Selection) ([]Case, error) {
 			ss = o.shapes
 		}
 		ds := dts
-		if len(ds) == 0 {
+		if len(ds) == 0 || o.ownDTypes {
 			ds = o.dtypes
 		}
 		for _, s := range ss {

@@ -11,6 +11,7 @@ the speed a user gets from torch, not a bit-exact reference.
 """
 
 import json
+import os
 import sys
 
 PROTOCOL = 1
@@ -35,14 +36,19 @@ def main():
         return
     say({"type": "hello", "protocol": PROTOCOL, "torch": torch.__version__,
          "device": torch.cuda.get_device_name(0), "python": sys.version.split()[0]})
-    storage = {"f64": np.float64, "f32": np.float32, "f16": np.int16, "bf16": np.int16}
+    storage = {"f64": np.float64, "f32": np.float32, "f16": np.int16, "bf16": np.int16, "fp8e4m3": np.uint8}
     tdtype = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+    fp8 = {"fp8e4m3": getattr(torch, "float8_e4m3fn", None)}
 
     def load(t):
         raw = np.fromfile(t["file"], dtype=storage[t["dtype"]])
         x = torch.from_numpy(raw)
         if t["dtype"] in ("f16", "bf16"):
             x = x.view(tdtype[t["dtype"]])
+        if t["dtype"] in fp8:
+            if fp8[t["dtype"]] is None:
+                raise ValueError("torch %s has no float8 dtype" % torch.__version__)
+            x = x.view(fp8[t["dtype"]])
         return x.reshape(t["shape"]).to("cuda")
 
     def build(op, x, attrs):
@@ -54,6 +60,17 @@ def main():
             return lambda: torch.matmul(x[0], x[1])
         if op == "batch_matmul":
             return lambda: torch.bmm(x[0], x[1])
+        if op == "fp8gemm":
+            # b is [N,K] row-major: b.t() is the column-major [K,N] operand _scaled_mm wants.
+            # use_fast_accum=False: f32 accumulation, as the engine's kernel promises; True only
+            # when the engine measures its fast-accumulation tiling (TESSERA_PTX_FP8_SETS=0).
+            a, b, sa, sb = x[0], x[1].t(), x[2].reshape(()), x[3].reshape(())
+            fast = os.environ.get("TESSERA_PTX_FP8_SETS") == "0"
+
+            def fp8gemm():
+                out = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast)
+                return out[0] if isinstance(out, tuple) else out  # torch 2.1-2.4: (out, amax)
+            return fp8gemm
         if op in ("attention", "attention_causal"):
             causal = op == "attention_causal"
             return lambda: F.scaled_dot_product_attention(x[0], x[1], x[2], is_causal=causal)

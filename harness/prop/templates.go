@@ -209,6 +209,9 @@ func (b *builder) rowwise(d *graph.OpDef) error {
 var tileSizes = []int64{1, 2, 4, 8, 16, 32, 64}
 
 func (b *builder) matmul(d *graph.OpDef) error {
+	if d.Name == "scaled_matmul" {
+		return b.scaledMatmul(d)
+	}
 	rank := map[string]int{"matmul": 2, "batch_matmul": 3}[d.Name]
 	if rank == 0 {
 		return fmt.Errorf("no matmul template for %s", d.Name)
@@ -278,6 +281,41 @@ func (b *builder) matmul(d *graph.OpDef) error {
 		attrs["tile"] = graph.Ints(tileSizes[b.s.Attr[2]%7], tileSizes[b.s.Attr[3]%7], tileSizes[(b.s.Attr[1]/4)%7])
 	}
 	_, err := b.node(d.Name, b.accum(attrs, a.Type.DType), a, y)
+	return err
+}
+
+// scaledMatmul: a [M,K] (a reused e4m3 value or fresh), b [N,K] fresh, two fresh positive f32
+// scalar scales, the output dtype and a tile hint from the step's attribute choices.
+func (b *builder) scaledMatmul(d *graph.OpDef) error {
+	a := b.pick(b.s.Src, func(v *graph.Value) bool { return d.Supports(v.Type.DType) && v.Type.Rank() == 2 })
+	m, k, n := b.dim(0), b.dim(1), b.dim(2)
+	if a != nil {
+		m, k = a.Type.Shape[0], a.Type.Shape[1]
+	}
+	fits := func() bool { return m*n*k <= b.cfg.MaxWork && max(m*n, m*k, k*n) <= b.cfg.MaxElems }
+	for n > 1 && !fits() {
+		n = (n + 1) / 2
+	}
+	if a != nil && !fits() {
+		a = nil
+	}
+	for !fits() {
+		if m >= k {
+			m = (m + 1) / 2
+		} else {
+			k = (k + 1) / 2
+		}
+	}
+	if a == nil {
+		a = b.input(numerics.F8E4M3, []int{m, k}, b.class())
+	}
+	y := b.input(numerics.F8E4M3, []int{n, k}, b.class())
+	sa, sb := b.input(numerics.F32, []int{}, ClassPositive), b.input(numerics.F32, []int{1}, ClassPositive)
+	attrs := graph.Attrs{"out_dtype": graph.DTypeAttr(graph.ScaledMatmulOuts[b.s.Attr[0]%len(graph.ScaledMatmulOuts)])}
+	if b.s.Attr[1]%4 == 1 {
+		attrs["tile"] = graph.Ints(tileSizes[b.s.Attr[2]%7], tileSizes[b.s.Attr[3]%7], tileSizes[(b.s.Attr[1]/4)%7])
+	}
+	_, err := b.node(d.Name, attrs, a, y, sa, sb)
 	return err
 }
 

@@ -48,6 +48,14 @@ var graphCases = []graphCase{
 	{"batch_matmul/f32", func(b *graph.Builder) {
 		b.Output(b.Op("batch_matmul", nil, in(b, "a", f32, 3, 10, 12), in(b, "b", f32, 3, 12, 9)))
 	}, 1e-5, 1e-5},
+	{"scaled_matmul/bf16/ragged", func(b *graph.Builder) {
+		b.Output(b.Op("scaled_matmul", nil, in(b, "a", numerics.F8E4M3, 37, 70), in(b, "b", numerics.F8E4M3, 45, 70),
+			in(b, "sa", f32), in(b, "sb", f32, 1)))
+	}, 1.6e-2, 1e-3},
+	{"scaled_matmul/f32", func(b *graph.Builder) {
+		b.Output(b.Op("scaled_matmul", graph.Attrs{"out_dtype": graph.DTypeAttr(f32)}, in(b, "a", numerics.F8E4M3, 16, 96),
+			in(b, "b", numerics.F8E4M3, 24, 96), in(b, "sa", f32, 1), in(b, "sb", f32)))
+	}, 1e-5, 1e-5},
 	{"elementwise/fused", func(b *graph.Builder) {
 		x, y := in(b, "x", f32, 4, 300), in(b, "y", f32, 300)
 		s := b.Op("add", nil, x, y)

@@ -2,6 +2,8 @@ package ptx
 
 import (
 	"fmt"
+
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
 // The dedicated matmul kernels: one CTA computes a BM x BN tile of C for one batch, keeping
@@ -20,7 +22,7 @@ import (
 // Bits: every output element is a chain of tensor-core steps acc = acc + A[:,k:k+16] x
 // B[k:k+16,:] for k = 0, 16, 32, ... over f32 accumulators, in increasing k, whatever the
 // tiling; so the result does not depend on BM, BN or the stage count, and runs repeat bit for
-// bit (no split K, no atomics).
+// bit (no split K, no atomics). e4m3 operands (scaled_matmul): gemm_fp8.go.
 const (
 	gemmBK      = 64
 	gemmThreads = 256
@@ -34,18 +36,38 @@ type gemmCfg struct {
 	stages int    // ring depth
 	wait   int    // wgmma: groups left in flight after each issue (0 or 1)
 	group  int    // m-tiles per group in the CTA order, so concurrent CTAs share B panels in L2
+	fp8    bool   // e4m3 operands (scaled form): K-major B, 128 k per tile, promotion
+	// fastAccum (fp8, a measurement knob, not f32 accumulation): no promotion, the tensor
+	// core accumulates the whole K itself, as torch._scaled_mm's use_fast_accum=True.
+	fastAccum bool
+}
+
+// bk is the k-tile depth: one 128-byte swizzled row of operand elements.
+func (c gemmCfg) bk() int {
+	if c.fp8 {
+		return swizzleRow
+	}
+	return swizzleRow / 2
 }
 
 func (c gemmCfg) String() string {
-	s := fmt.Sprintf("%s %dx%dx%d stages=%d", c.path, c.bm, c.bn, gemmBK, c.stages)
+	s := fmt.Sprintf("%s %dx%dx%d stages=%d", c.path, c.bm, c.bn, c.bk(), c.stages)
 	if c.path == "wgmma" {
 		s += fmt.Sprintf(" wait=%d", c.wait)
+	}
+	if c.fp8 {
+		s += " e4m3"
+	}
+	if c.fastAccum {
+		s += " fast-accum"
 	}
 	return s
 }
 
+// A is bm rows of 128 bytes; B is bn columns of bk 16-bit rows (bk*bn*2 bytes) or, K-major
+// (fp8), bn rows of 128 bytes: the same size.
 func (c gemmCfg) aBytes() int     { return c.bm * swizzleRow }
-func (c gemmCfg) stageBytes() int { return c.aBytes() + gemmBK*c.bn*2 }
+func (c gemmCfg) stageBytes() int { return c.aBytes() + c.bn*swizzleRow }
 
 // sharedBytes is the ring plus 1 KiB of slack: the kernel rounds the dynamic shared-memory
 // base up to 1024 bytes, where the swizzle pattern must start.
@@ -65,6 +87,15 @@ func (c gemmCfg) prefetch() int {
 func (c gemmCfg) valid() bool {
 	if c.bm != 128 || (c.bn != 128 && c.bn != 256) || c.prefetch() < 1 || c.sharedBytes() > maxShared || c.group < 1 {
 		return false
+	}
+	if c.fastAccum && !c.fp8 {
+		return false
+	}
+	if c.promoting() { // 64 accumulators and 64 per promotion set a thread at bn 128; bn 256 would not fit
+		return c.path == "wgmma" && c.bn == 128 && (c.wait == 0 || c.wait == 1)
+	}
+	if c.fp8 {
+		return c.path == "wgmma" && (c.wait == 0 || c.wait == 1)
 	}
 	return c.path == "mma.sync" || (c.path == "wgmma" && (c.wait == 0 || c.wait == 1))
 }
@@ -87,7 +118,11 @@ func gemmKernel(s gemmSpec, c gemmCfg, t Target, entry string, params int) *Modu
 	if c.path == "wgmma" {
 		arch = "sm_90a"
 	}
-	text := k.moduleText(fmt.Sprintf("dedicated matmul kernel (%s), %d x [%d,%d] x [%d,%d] %s", c, s.batch, s.m, s.k, s.k, s.n, s.dt),
+	what := fmt.Sprintf("dedicated matmul kernel (%s), %d x [%d,%d] x [%d,%d] %s", c, s.batch, s.m, s.k, s.k, s.n, s.dt)
+	if s.scaled() {
+		what = fmt.Sprintf("dedicated scaled fp8 matmul kernel (%s), [%d,%d] x [%d,%d]^T %s -> %s", c, s.m, s.k, s.n, s.k, s.dt, s.out)
+	}
+	text := k.moduleText(what,
 		[3]int{numPid, s.batch, 1}, gemmThreads, c.sharedBytes(), t.PTXVersion, arch, entry, params)
 	return &Module{PTX: text, Entry: entry, Grid: [3]int{numPid, s.batch, 1}, Threads: gemmThreads,
 		SharedBytes: c.sharedBytes(), Path: c.path, Tile: c.String()}
@@ -103,13 +138,16 @@ type gemmGen struct {
 	tid, lane, warp string
 	base            string // 1024-aligned shared-memory base
 	gA, gB, gC      string // global base of this CTA's batch
+	gSA, gSB        string // scaled form: the scales' global addresses
 	m0, n0          string
 	acc             []string
+	tmp             [][]string // fp8: promotion sets, each as acc
 
 	// loader state, advanced by one k-tile per load
 	aSmem, bSmem string   // this thread's byte offsets inside a stage
 	aPtr, bPtr   string   // global address of this thread's first chunk of the next tile
 	aRowOK       []string // per A copy: its row is inside M
+	bRowOK       []string // K-major B: per copy, its row is inside N
 	aK, bK       string   // next tile's k of this thread's A chunk and B row
 	bColOK       string
 
@@ -125,7 +163,11 @@ func (k *gemmGen) body() {
 	k.lane = k.bin32("and.b32", k.tid, "31")
 	k.warp = k.bin32("shr.u32", k.tid, "5")
 	var glob []string
-	for _, i := range []int{s.a, s.b, s.c} {
+	params := []int{s.a, s.b, s.c}
+	if s.scaled() {
+		params = append(params, s.sa, s.sb)
+	}
+	for _, i := range params {
 		raw := k.r("rd")
 		k.op("ld.param.u64", raw, fmt.Sprintf("[%s_p%d]", k.entry, i))
 		g := k.r("rd")
@@ -136,21 +178,34 @@ func (k *gemmGen) body() {
 	k.base = k.bin32("and.b32", k.bin32("add.s32", raw, "1023"), "0xFFFFFC00")
 	k.ctaTile()
 	bz := k.mov32("%ctaid.y")
-	batchOff := func(g string, stride int) string {
+	batchOff := func(g string, stride, size int) string {
 		if stride == 0 {
 			return g
 		}
 		o := k.r("rd")
-		k.op("mul.wide.s32", o, bz, k.imm(2*stride))
+		k.op("mul.wide.s32", o, bz, k.imm(size*stride))
 		r := k.r("rd")
 		k.op("add.s64", r, g, o)
 		return r
 	}
-	k.gA, k.gB, k.gC = batchOff(glob[0], s.batchA), batchOff(glob[1], s.batchB), batchOff(glob[2], s.batchC)
-	k.acc = make([]string, c.bm*c.bn/gemmThreads)
-	for i := range k.acc {
-		k.acc[i] = k.r("f")
-		k.op("mov.f32", k.acc[i], f32lit(0))
+	in, out := s.dt.Size(), s.out.Size()
+	k.gA, k.gB, k.gC = batchOff(glob[0], s.batchA, in), batchOff(glob[1], s.batchB, in), batchOff(glob[2], s.batchC, out)
+	if s.scaled() {
+		k.gSA, k.gSB = glob[3], glob[4]
+	}
+	zeros := func() []string {
+		rs := make([]string, c.bm*c.bn/gemmThreads)
+		for i := range rs {
+			rs[i] = k.r("f")
+			k.op("mov.f32", rs[i], f32lit(0))
+		}
+		return rs
+	}
+	k.acc = zeros()
+	if c.promoting() {
+		for range c.sets() {
+			k.tmp = append(k.tmp, zeros())
+		}
 	}
 	k.loaderSetup()
 	k.mainLoop()
@@ -186,24 +241,38 @@ func (k *gemmGen) ctaTile() {
 // t/(bn/8) + i*(256/(bn/8)).
 func (k *gemmGen) loaderSetup() {
 	s, c := k.s, k.c
+	size := s.dt.Size()
+	chunkShift := map[int]string{1: "4", 2: "3"}[size] // elements per 16-byte chunk: 16 or 8
 	rowA := k.bin32("shr.u32", k.tid, "3")
 	chA := k.bin32("and.b32", k.tid, "7")
 	k.aSmem = k.swz(rowA, chA)
 	mRow := k.bin32("add.s32", k.m0, rowA)
-	k.aPtr = k.elemAddr(k.gA, mRow, s.lda, k.bin32("shl.b32", chA, "3"))
+	k.aK = k.bin32("shl.b32", chA, chunkShift)
+	k.aPtr = k.addrOf(k.gA, mRow, s.lda, k.aK, size)
 	for i := 0; i < c.bm/32; i++ {
 		p := k.r("p")
 		k.op("setp.lt.s32", p, mRow, k.imm(s.m-32*i))
 		k.aRowOK = append(k.aRowOK, p)
 	}
-	k.aK = k.bin32("shl.b32", chA, "3")
+	if s.kMajorB {
+		// B as A: thread t copies chunk t%8 (the same k as its A chunk) of n-rows t/8 + 32i.
+		k.bSmem = k.bin32("add.s32", k.aSmem, k.imm(c.aBytes()))
+		nRow := k.bin32("add.s32", k.n0, rowA)
+		k.bPtr = k.addrOf(k.gB, nRow, s.ldb, k.aK, size)
+		for i := 0; i < c.bn/32; i++ {
+			p := k.r("p")
+			k.op("setp.lt.s32", p, nRow, k.imm(s.n-32*i))
+			k.bRowOK = append(k.bRowOK, p)
+		}
+		return
+	}
 
 	cpr := c.bn / 8
 	rowB := k.bin32("div.u32", k.tid, k.imm(cpr))
 	ccB := k.bin32("rem.u32", k.tid, k.imm(cpr))
 	atom := k.bin32("shr.u32", ccB, "3")
 	chB := k.bin32("and.b32", ccB, "7")
-	k.bSmem = k.mad32(atom, k.imm(gemmBK*swizzleRow), k.swz(rowB, chB))
+	k.bSmem = k.mad32(atom, k.imm(c.bk()*swizzleRow), k.swz(rowB, chB))
 	nCol := k.bin32("add.s32", k.n0, k.bin32("shl.b32", ccB, "3"))
 	k.bPtr = k.elemAddr(k.gB, rowB, s.ldb, nCol)
 	k.bColOK = k.r("p")
@@ -223,17 +292,30 @@ func (k *gemmGen) loadTile(stage, have string) {
 	stA := k.bin32("add.s32", k.bin32("add.s32", k.base, stage), k.aSmem)
 	kOK := k.r("p")
 	k.op("setp.lt.s32", kOK, k.aK, k.imm(s.k))
-	for i, rowOK := range k.aRowOK {
-		ok := k.r("p")
-		k.op("and.pred", ok, rowOK, kOK)
-		src := k.r("rd")
-		k.op("add.s64", src, k.aPtr, itoa64(int64(2*32*i*s.lda)))
-		dst := k.bin32("add.s32", stA, k.imm(32*swizzleRow*i))
-		k.copy16(dst, src, ok, k.gA)
+	size := s.dt.Size()
+	rowCopies := func(st, ptr, fallback string, rowOK []string, ld int) {
+		for i, r := range rowOK {
+			ok := k.r("p")
+			k.op("and.pred", ok, r, kOK)
+			src := k.r("rd")
+			k.op("add.s64", src, ptr, itoa64(int64(size*32*i*ld)))
+			dst := k.bin32("add.s32", st, k.imm(32*swizzleRow*i))
+			k.copy16(dst, src, ok, fallback)
+		}
+	}
+	rowCopies(stA, k.aPtr, k.gA, k.aRowOK, s.lda)
+	if s.kMajorB {
+		rowCopies(k.bin32("add.s32", k.bin32("add.s32", k.base, stage), k.bSmem), k.bPtr, k.gB, k.bRowOK, s.ldb)
+		e.place(skip)
+		k.op("add.s64", k.aPtr, k.aPtr, itoa(swizzleRow))
+		k.op("add.s64", k.bPtr, k.bPtr, itoa(swizzleRow))
+		k.op("add.s32", k.aK, k.aK, k.imm(c.bk()))
+		k.op("cp.async.commit_group")
+		return
 	}
 	stB := k.bin32("add.s32", k.bin32("add.s32", k.base, stage), k.bin32("add.s32", k.bSmem, k.imm(c.aBytes())))
 	rows := gemmThreads / (c.bn / 8)
-	for i := 0; i < gemmBK/rows; i++ {
+	for i := 0; i < c.bk()/rows; i++ {
 		rowOK := k.r("p")
 		k.op("setp.lt.s32", rowOK, k.bK, k.imm(s.k-rows*i))
 		ok := k.r("p")
@@ -246,9 +328,9 @@ func (k *gemmGen) loadTile(stage, have string) {
 	e.place(skip)
 	// Advance to the next tile (harmless past the end: nothing is issued there).
 	k.op("add.s64", k.aPtr, k.aPtr, "128")
-	k.op("add.s64", k.bPtr, k.bPtr, itoa64(int64(2*gemmBK*s.ldb)))
-	k.op("add.s32", k.aK, k.aK, k.imm(gemmBK))
-	k.op("add.s32", k.bK, k.bK, k.imm(gemmBK))
+	k.op("add.s64", k.bPtr, k.bPtr, itoa64(int64(2*c.bk()*s.ldb)))
+	k.op("add.s32", k.aK, k.aK, k.imm(c.bk()))
+	k.op("add.s32", k.bK, k.bK, k.imm(c.bk()))
 	k.op("cp.async.commit_group")
 }
 
@@ -265,7 +347,7 @@ func (k *gemmGen) wrapAdd(off string) {
 // visible to all, and the stage refilled next is no longer read by anyone), refill, multiply.
 func (k *gemmGen) mainLoop() {
 	s, c, e := k.s, k.c, k.e
-	kt := ceilDivInt(s.k, gemmBK)
+	kt := ceilDivInt(s.k, c.bk())
 	p := c.prefetch()
 	for t := 0; t < p; t++ {
 		if t < kt {
@@ -281,30 +363,52 @@ func (k *gemmGen) mainLoop() {
 	}
 	it := k.mov32("0")
 	k.computeSetup()
-	head := e.label()
+	// fp8 with two promotion sets unrolls the loop twice, so that each copy names its set.
+	sets := 1
+	if c.promoting() {
+		sets = c.sets()
+	}
+	head, done := e.label(), ""
+	if sets > 1 {
+		done = e.label()
+	}
 	e.place(head)
-	k.op("cp.async.wait_group", k.imm(p-1))
-	if c.path == "wgmma" {
-		// cp.async writes through the generic proxy; wgmma reads through the async proxy.
-		k.op("fence.proxy.async.shared::cta")
+	for u := range sets {
+		k.op("cp.async.wait_group", k.imm(p-1))
+		if c.path == "wgmma" {
+			// cp.async writes through the generic proxy; wgmma reads through the async proxy.
+			k.op("fence.proxy.async.shared::cta")
+		}
+		k.op("bar.sync", "0")
+		have := k.r("p")
+		k.op("setp.lt.s32", have, it, k.imm(kt-p))
+		k.loadTile(loadOff, have)
+		k.wrapAdd(loadOff)
+		if c.path == "wgmma" {
+			k.computeWgmma(compOff, u)
+		} else {
+			k.computeMma(compOff)
+		}
+		k.wrapAdd(compOff)
+		k.op("add.s32", it, it, "1")
+		more := k.r("p")
+		k.op("setp.lt.s32", more, it, k.imm(kt))
+		if u < sets-1 {
+			e.opIf("!"+more, "bra", done)
+		} else {
+			e.opIf(more, "bra", head)
+		}
 	}
-	k.op("bar.sync", "0")
-	have := k.r("p")
-	k.op("setp.lt.s32", have, it, k.imm(kt-p))
-	k.loadTile(loadOff, have)
-	k.wrapAdd(loadOff)
-	if c.path == "wgmma" {
-		k.computeWgmma(compOff)
-	} else {
-		k.computeMma(compOff)
+	if done != "" {
+		e.place(done)
 	}
-	k.wrapAdd(compOff)
-	k.op("add.s32", it, it, "1")
-	more := k.r("p")
-	k.op("setp.lt.s32", more, it, k.imm(kt))
-	e.opIf(more, "bra", head)
 	if c.path == "wgmma" {
 		k.op("wgmma.wait_group.sync.aligned", "0")
+	}
+	if c.promoting() { // the last c.wait k-tiles are not added yet
+		for t := max(kt-c.wait, 0); t < kt; t++ {
+			k.promote(t % sets)
+		}
 	}
 	k.op("cp.async.wait_all")
 }
@@ -317,10 +421,15 @@ func (k *gemmGen) computeSetup() {
 	}
 }
 
-// storePair writes the two values of C[row, col..col+1] when the row and col are inside.
+// storePair writes the two values of C[row, col..col+1] when the row and col are inside: one
+// packed 32-bit word for a 16-bit C, two f32 for an f32 C (scaled form).
 func (k *gemmGen) storePair(rowOK, colOK, addr, lo, hi string) {
-	w := k.pack(lo, hi)
 	ok := k.r("p")
 	k.op("and.pred", ok, rowOK, colOK)
+	if k.s.out == numerics.F32 {
+		k.e.opIf(ok, "st.global.v2.f32", "["+addr+"]", "{"+lo+","+hi+"}")
+		return
+	}
+	w := k.packAs(k.s.out, lo, hi)
 	k.e.opIf(ok, "st.global.b32", "["+addr+"]", w)
 }

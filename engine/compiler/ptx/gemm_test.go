@@ -105,8 +105,11 @@ func TestGemmMatch(t *testing.T) {
 }
 
 // TestCatalogueMatmulsKeepTheirPath: the golden catalogue's small ragged matmuls do not meet
-// the dedicated kernels' preconditions, so their golden results are the general path's.
+// the dedicated kernels' preconditions, so their golden results are the general path's. The
+// exception is scaled_matmul's 33x48x64 case, which is there to run the fp8 kernel on sm_90a
+// (the other scaled cases have K or N off the 16-byte grid and stay general).
 func TestCatalogueMatmulsKeepTheirPath(t *testing.T) {
+	fp8 := 0
 	catalogueKernels(t, func(s golden.Spec, _ *compiler.Program, k *tile.Kernel) {
 		if !strings.Contains(s.Op, "matmul") {
 			return
@@ -116,11 +119,22 @@ func TestCatalogueMatmulsKeepTheirPath(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", s.Name, err)
 			}
+			wantFP8 := s.Op == "scaled_matmul" && strings.Contains(s.Name, "33x48x64") && target == sm90a
+			if wantFP8 {
+				fp8++
+				if m.Tile != defaultFP8Cfg().String() {
+					t.Errorf("%s on sm_90a: tile %q, want the fp8 kernel", s.Name, m.Tile)
+				}
+				continue
+			}
 			if m.Tile != "" || m.Path == "wgmma" {
 				t.Errorf("%s took a dedicated kernel (%s)", s.Name, m.Tile)
 			}
 		}
 	})
+	if fp8 != 1 {
+		t.Errorf("%d catalogue cases reach the fp8 kernel, want 1", fp8)
+	}
 }
 
 // gemmVariants are the tilings the tests and the bench bundle exercise.

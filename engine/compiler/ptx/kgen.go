@@ -50,6 +50,11 @@ func (k *kgen) swz(row, ch string) string {
 
 // elemAddr is g + (row*ld + col)*2 as a 64-bit address.
 func (k *kgen) elemAddr(g, row string, ld int, col string) string {
+	return k.addrOf(g, row, ld, col, 2)
+}
+
+// addrOf is g + (row*ld + col)*size as a 64-bit address.
+func (k *kgen) addrOf(g, row string, ld int, col string, size int) string {
 	o := k.r("rd")
 	k.op("mul.wide.s32", o, row, k.imm(ld))
 	c := k.r("rd")
@@ -57,7 +62,7 @@ func (k *kgen) elemAddr(g, row string, ld int, col string) string {
 	sum := k.r("rd")
 	k.op("add.s64", sum, o, c)
 	a := k.r("rd")
-	k.op("mad.lo.s64", a, sum, "2", g)
+	k.op("mad.lo.s64", a, sum, itoa(size), g)
 	return a
 }
 
@@ -83,8 +88,11 @@ func (k *kgen) descriptor(addr string, fields uint64) string {
 }
 
 // cvt16 returns the 16-bit type suffix of the kernel's dtype.
-func (k *kgen) cvt16() string {
-	if k.dt == numerics.F16 {
+func (k *kgen) cvt16() string { return name16(k.dt) }
+
+// name16 is the PTX type suffix of a 16-bit float dtype.
+func name16(dt numerics.DType) string {
+	if dt == numerics.F16 {
 		return "f16"
 	}
 	return "bf16"
@@ -92,17 +100,20 @@ func (k *kgen) cvt16() string {
 
 // pack converts two f32 values to one 32-bit word of two 16-bit values (lo at the lower
 // address), encoding as numerics.Encode does: nearest even, NaN canonical.
-func (k *kgen) pack(lo, hi string) string {
-	nan := fmt.Sprintf("0x%04X", narrowOf[k.dt].nan)
+func (k *kgen) pack(lo, hi string) string { return k.packAs(k.dt, lo, hi) }
+
+// packAs is pack for the 16-bit type dt (a kernel whose result type is not its operand type).
+func (k *kgen) packAs(dt numerics.DType, lo, hi string) string {
+	nan := fmt.Sprintf("0x%04X", narrowOf[dt].nan)
 	w := k.r("r")
-	k.op("cvt.rn."+k.cvt16()+"x2.f32", w, hi, lo)
+	k.op("cvt.rn."+name16(dt)+"x2.f32", w, hi, lo)
 	pl, ph := k.r("p"), k.r("p")
 	k.op("setp.nan.f32", pl, lo, lo)
 	k.op("setp.nan.f32", ph, hi, hi)
 	l := k.bin32("or.b32", k.bin32("and.b32", w, "0xFFFF0000"), nan)
 	w1 := k.r("r")
 	k.op("selp.b32", w1, l, w, pl)
-	h := k.bin32("or.b32", k.bin32("and.b32", w1, "0x0000FFFF"), fmt.Sprintf("0x%04X0000", narrowOf[k.dt].nan))
+	h := k.bin32("or.b32", k.bin32("and.b32", w1, "0x0000FFFF"), fmt.Sprintf("0x%04X0000", narrowOf[dt].nan))
 	w2 := k.r("r")
 	k.op("selp.b32", w2, h, w1, ph)
 	return w2

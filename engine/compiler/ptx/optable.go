@@ -41,6 +41,9 @@ var knownOps = setOf(
 	"wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
 	"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
 	"wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
+	// the fp8 kernel (scaled_matmul): e4m3 wgmma, an always-false scale-d, f32 pair stores
+	"wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3",
+	"setp.eq.u32", "st.global.v2.f32",
 	// control
 	"bra", "bar.sync", "ret",
 )

@@ -19,13 +19,15 @@ import (
 // ahead as its barriers let it, which is where a missing wait shows (it overwrites data not yet
 // read), and a protocol that can stall shows as a deadlock. cp.async completes at once and wgmma
 // when issued: the simulator proves indexing and protocols, not the absence of hardware races
-// (the GPU check does that). Tensor-core steps are modelled as: each 16-k chunk summed exactly,
-// rounded once to f32, added to the accumulator (the result is compared with a tolerance, not
-// bitwise). wgmma operands are addressed as the PTX ISA's canonical layouts say, with the
-// 128-byte swizzle applied to the shared address.
+// (the GPU check does that). Tensor-core steps are modelled as: each 16-k chunk (32-k for e4m3
+// wgmma) summed exactly, rounded once to f32, added to the accumulator (the result is compared
+// with a tolerance, not bitwise). wgmma operands are addressed as the PTX ISA's canonical
+// layouts say, with the 128-byte swizzle applied to the shared address (e4m3: one byte an
+// element, both operands K-major).
 type ptxsim struct {
-	dt      numerics.DType
-	n       int // threads
+	dt      numerics.DType // the 16-bit operand type (mma.sync, ldmatrix, 16-bit wgmma)
+	out     numerics.DType // what cvt.rn.{f16,bf16}x2 encodes to: dt unless set
+	n       int            // threads
 	ins     []simIns
 	labels  map[string]int
 	regs    map[string][]uint64
@@ -74,7 +76,7 @@ type simArg struct {
 }
 
 func newSim(text string, dt numerics.DType, threads, shared int) (*ptxsim, error) {
-	s := &ptxsim{dt: dt, n: threads, labels: map[string]int{}, params: map[string]uint64{}, global: map[uint64][]byte{}}
+	s := &ptxsim{dt: dt, out: dt, n: threads, labels: map[string]int{}, params: map[string]uint64{}, global: map[uint64][]byte{}}
 	s.smemSym = 16 // not 1024-aligned: the kernel must align it
 	s.smem = make([]byte, shared+int(s.smemSym))
 	body := false
@@ -524,6 +526,25 @@ func (s *ptxsim) exec(in simIns, active []bool) error {
 			set(v(1) | v(2))
 		case "mad.lo.s64":
 			set(v(1)*v(2) + v(3))
+		case "ld.global.f32":
+			g, err := s.globalBytes(s.addr(a[1], t), 4)
+			if err != nil {
+				return err
+			}
+			set(uint64(g[0]) | uint64(g[1])<<8 | uint64(g[2])<<16 | uint64(g[3])<<24)
+		case "st.global.v2.f32":
+			at := s.addr(a[0], t)
+			if at%8 != 0 {
+				return fmt.Errorf("misaligned store at %#x", at)
+			}
+			g, err := s.globalBytes(at, 8)
+			if err != nil {
+				return err
+			}
+			for i, r := range regList(a[1]) {
+				x := uint32(s.val(r, t))
+				g[4*i], g[4*i+1], g[4*i+2], g[4*i+3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
+			}
 		case "cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32":
 			set(s.enc16(f32bits(v(1)))<<16 | s.enc16(f32bits(v(2))))
 		case "cp.async.cg.shared.global":
@@ -570,7 +591,7 @@ func (s *ptxsim) enc16(f float32) uint64 {
 	if f != f {
 		return 0x7FFF
 	}
-	return numerics.Encode(s.dt, float64(f))
+	return numerics.Encode(s.out, float64(f))
 }
 
 func regList(o string) []string { return strings.Split(strings.Trim(o, "{}"), ",") }
@@ -663,19 +684,28 @@ func (s *ptxsim) mma(in simIns, active []bool) error {
 func swizzle128(a uint64) uint64 { return a ^ ((a>>7)&7)<<4 }
 
 func (s *ptxsim) wgmma(in simIns, active []bool) error {
-	n, _ := strconv.Atoi(strings.TrimSuffix(strings.Split(strings.TrimPrefix(in.op, "wgmma.mma_async.sync.aligned.m64n"), "k16")[0], ""))
+	shape, types, _ := strings.Cut(strings.TrimPrefix(in.op, "wgmma.mma_async.sync.aligned.m64n"), ".")
+	ns, ks, _ := strings.Cut(shape, "k")
+	n, _ := strconv.Atoi(ns)
+	kDepth, _ := strconv.Atoi(ks)
+	fp8 := types == "f32.e4m3.e4m3"
 	d := in.regs[0]
 	// A from registers: d, {a0..a3}, b-desc, scale-d, 1, 1, trans-b; from shared memory:
-	// d, a-desc, b-desc, scale-d, 1, 1, trans-a (0), trans-b.
+	// d, a-desc, b-desc, scale-d, 1, 1, trans-a (0), trans-b. 8-bit types (from shared memory
+	// only) have no transpose operands: d, a-desc, b-desc, scale-d, 1, 1, both K-major.
 	regA := strings.HasPrefix(in.args[1], "{")
 	transIdx := 7
 	if regA {
 		transIdx = 6
 	}
-	if len(d) != n/2 || len(in.args) != transIdx+1 || (!regA && in.args[6] != "0") || (regA && len(in.regs[1]) != 4) {
+	if fp8 {
+		if len(d) != n/2 || len(in.args) != 6 || regA || kDepth != 32 {
+			return fmt.Errorf("wgmma e4m3 form")
+		}
+	} else if kDepth != 16 || len(d) != n/2 || len(in.args) != transIdx+1 || (!regA && in.args[6] != "0") || (regA && len(in.regs[1]) != 4) {
 		return fmt.Errorf("wgmma form")
 	}
-	transB := in.args[transIdx] == "1"
+	transB := !fp8 && in.args[transIdx] == "1"
 	for g := 0; g < s.n/128; g++ {
 		if !active[128*g] {
 			continue
@@ -696,9 +726,14 @@ func (s *ptxsim) wgmma(in simIns, active []bool) error {
 		}
 		aStart, aSBO := field(da, 0), field(da, 32)
 		bStart, bLBO, bSBO := field(db, 0), field(db, 16), field(db, 32)
-		var A [64][16]float64
-		for m := 0; m < 64; m++ {
-			for k := 0; k < 16; k++ {
+		A := make([][]float64, 64)
+		for m := range A {
+			A[m] = make([]float64, kDepth)
+			for k := 0; k < kDepth; k++ {
+				if fp8 {
+					A[m][k] = s.byteAt(swizzle128(aStart + uint64(m/8)*aSBO + uint64(m%8)*128 + uint64(k)))
+					continue
+				}
 				if regA {
 					// The m16n8k16 A fragment per warp: reg q of lane l holds row l/4 + 8(q%2),
 					// cols 2(l%4) + 8(q/2), +1.
@@ -712,10 +747,15 @@ func (s *ptxsim) wgmma(in simIns, active []bool) error {
 				A[m][k] = s.half(s.u16(swizzle128(aStart + uint64(m/8)*aSBO + uint64(m%8)*128 + uint64(2*k))))
 			}
 		}
-		B := make([][16]float64, n)
+		B := make([][]float64, n)
 		for j := 0; j < n; j++ {
-			for k := 0; k < 16; k++ {
+			B[j] = make([]float64, kDepth)
+			for k := 0; k < kDepth; k++ {
 				var at uint64
+				if fp8 {
+					B[j][k] = s.byteAt(swizzle128(bStart + uint64(j/8)*bSBO + uint64(j%8)*128 + uint64(k)))
+					continue
+				}
 				if transB {
 					at = bStart + uint64(j/64)*bLBO + uint64(k/8)*bSBO + uint64(k%8)*128 + uint64(2*(j%64))
 				} else {
@@ -730,7 +770,7 @@ func (s *ptxsim) wgmma(in simIns, active []bool) error {
 				row := 16*w + l/4 + 8*((q%4)/2)
 				col := 8*(q/4) + 2*(l%4) + q%2
 				sum := 0.0
-				for k := 0; k < 16; k++ {
+				for k := 0; k < kDepth; k++ {
 					sum += A[row][k] * B[col][k]
 				}
 				r := d[q]
@@ -743,6 +783,15 @@ func (s *ptxsim) wgmma(in simIns, active []bool) error {
 		}
 	}
 	return nil
+}
+
+// byteAt decodes the e4m3 element at shared address a.
+func (s *ptxsim) byteAt(a uint64) float64 {
+	b, err := s.smemBytes(a, 1)
+	if err != nil {
+		panic(err)
+	}
+	return numerics.Decode(numerics.F8E4M3, uint64(b[0]))
 }
 
 // ftz flushes f32 subnormals to signed zero, as the .ftz forms do.
