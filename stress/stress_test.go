@@ -81,6 +81,22 @@ func TestJudgeCatchesSyntheticLeak(t *testing.T) {
 	if l := Judge(MonRSS, "p", series(over...)); !l.Leak {
 		t.Errorf("growth over the allowance not a leak: %+v", l)
 	}
+	// A step in the warm-up window (neighbours' contexts appearing in the device-wide used
+	// memory, as in the H100 soak) is not a leak; the same step followed by growth is.
+	var step, stepGrow []float64
+	for i := range 40 {
+		v := 1.9e9
+		if i >= 3 {
+			v = 4.97e9
+		}
+		step, stepGrow = append(step, v), append(stepGrow, v+float64(i)*20e6)
+	}
+	if l := Judge(MonRSS, "p", series(step...)); l.Leak || l.Growth < 3e9 || l.LateGrowth != 0 {
+		t.Errorf("a warm-up step called a leak: %+v", l)
+	}
+	if l := Judge(MonRSS, "p", series(stepGrow...)); !l.Leak {
+		t.Errorf("growth after a warm-up step not a leak: %+v", l)
+	}
 	if l := Judge(MonRSS, "p", series(1, 2, 3)); l.Leak || l.Samples != 3 {
 		t.Errorf("3 samples judged: %+v", l)
 	}

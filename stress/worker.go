@@ -34,7 +34,7 @@ type Event struct {
 const (
 	PlantNone = ""
 	// PlantLeak keeps 256 KiB (touched, so resident) per graph run for the life of the job,
-	// up to plantCap: the buffer-per-job leak the RSS monitor must catch.
+	// at most plantRate and up to plantCap: the buffer-per-job leak the RSS monitor must catch.
 	PlantLeak = "leak-per-graph"
 )
 
@@ -53,13 +53,19 @@ type JobOptions struct {
 }
 
 // leaked holds PlantLeak's buffers; plantCap bounds them so that a planted run cannot take
-// the machine's memory (a CPU job runs about a thousand graphs a second).
+// the machine's memory, and plantRate spreads them over the soak: a CPU job runs thousands of
+// graphs a second and would reach the cap in its first window, a step the leak rule rightly
+// does not call a leak (Judge). A real leak per graph grows as long as the load lasts.
 var (
-	leakMu sync.Mutex
-	leaked [][]byte
+	leakMu    sync.Mutex
+	leaked    [][]byte
+	leakStart time.Time
 )
 
-const plantCap = 192 << 20
+const (
+	plantCap  = 192 << 20
+	plantRate = 48 << 20 // bytes per second: the cap after 4 s
+)
 
 // RunJob runs job's pool round robin until opt.Until or ctx ends, each graph checked against
 // its alone digest. With a Sampler it first warms up (one pass over the pool, not judged
@@ -116,7 +122,11 @@ func RunJob(ctx context.Context, opt JobOptions) error {
 func plantLeak() {
 	leakMu.Lock()
 	defer leakMu.Unlock()
-	if len(leaked)*(256<<10) >= plantCap {
+	if leakStart.IsZero() {
+		leakStart = time.Now()
+	}
+	have := float64(len(leaked) * (256 << 10))
+	if have >= plantCap || have > time.Since(leakStart).Seconds()*plantRate {
 		return
 	}
 	b := make([]byte, 256<<10)
