@@ -2,6 +2,7 @@ package mig
 
 import (
 	"context"
+	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ const smiTimeout = 10 * time.Second
 func Discover(ctx context.Context) ([]GPU, string, error) {
 	gpus, nerr := discoverNVML()
 	if nerr == nil {
-		return gpus, SourceNVML, nil
+		return withSMs(gpus), SourceNVML, nil
 	}
 	out, serr := runSMI(ctx)
 	if serr != nil {
@@ -35,7 +36,28 @@ func Discover(ctx context.Context) ([]GPU, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return gpus, SourceSMI, nil
+	return withSMs(gpus), SourceSMI, nil
+}
+
+// cudaDevices is cuda.Devices; tests replace it.
+var cudaDevices = cuda.Devices
+
+// withSMs fills in the SM count of whole GPUs that discovery left unknown (NVML reports SMs
+// only for MIG devices; nvidia-smi -L never does) from the CUDA driver, matched by UUID, since
+// CUDA's ordinals need not follow NVML's indices. Without a driver they stay unknown.
+func withSMs(gpus []GPU) []GPU {
+	devs, err := cudaDevices()
+	if err != nil {
+		return gpus
+	}
+	for i := range gpus {
+		for _, d := range devs {
+			if gpus[i].SMs == 0 && d.UUID == gpus[i].UUID {
+				gpus[i].SMs = d.SMs
+			}
+		}
+	}
+	return gpus
 }
 
 func runSMI(ctx context.Context) (string, error) {

@@ -3,6 +3,7 @@ package mig
 import (
 	"context"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"os"
 	"reflect"
 	"strings"
@@ -205,5 +206,17 @@ func TestSMPartitionsOfAGPUWithoutMIG(t *testing.T) {
 	gpus[0].SMs = 12 // too few SMs for two groups of 8
 	if ts := Targets(gpus); len(ts) != 1 {
 		t.Fatalf("12 SMs gave SM partitions %+v", ts)
+	}
+}
+
+// Whole GPUs get their SM count from the CUDA driver by UUID, whatever the ordinal.
+func TestWithSMsMatchesByUUID(t *testing.T) {
+	defer func(f func() ([]cuda.DeviceInfo, error)) { cudaDevices = f }(cudaDevices)
+	cudaDevices = func() ([]cuda.DeviceInfo, error) {
+		return []cuda.DeviceInfo{{Ordinal: 0, UUID: "GPU-b", SMs: 132}, {Ordinal: 1, UUID: "GPU-a", SMs: 114}}, nil
+	}
+	gpus := withSMs([]GPU{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}, {Index: 2, UUID: "GPU-c"}})
+	if gpus[0].SMs != 114 || gpus[1].SMs != 132 || gpus[2].SMs != 0 {
+		t.Fatalf("%+v", gpus)
 	}
 }
