@@ -83,7 +83,6 @@ func generateStream(k *tile.Kernel, t Target, shapes []tile.Shape) (*Module, err
 	return &Module{PTX: text, Entry: g.entry, Grid: [3]int{s.cta, 1, 1}, Threads: streamThreads, Path: "simt-stream"}, nil
 }
 
-
 // shape is a stream's vector width V (elements per chunk) and unroll U (chunks in flight).
 func (s *streamGen) shape(st *stream) (v, u int) {
 	minSize, maxSize := 0, 0
