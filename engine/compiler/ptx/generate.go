@@ -55,6 +55,9 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if m := generateRows(k, t); m != nil {
 		return m, nil
 	}
+	if m, err := generateReduce(k, t, shapes); m != nil || err != nil {
+		return m, err
+	}
 	if m, err := generateStream(k, t, shapes); m != nil || err != nil {
 		return m, err
 	}

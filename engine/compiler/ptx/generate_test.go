@@ -47,6 +47,14 @@ func TestCatalogueGeneratesWellFormedPTX(t *testing.T) {
 			if m.Path == "simt-rows" && !target.SIMTOnly {
 				continue // the fast row kernels' launch shapes: rows_fast_test.go
 			}
+			if m.Path == "simt-reduce" {
+				// Rows of tiles folded at once; the grid from the shape alone.
+				if m.Grid[0] < 1 || m.Grid[1] != 1 || m.Threads != reduceThreads || m.SharedBytes < 8 {
+					t.Errorf("%s kernel %s: reduce launch shape %v x %d, %d bytes", s.Name, k.Name, m.Grid, m.Threads, m.SharedBytes)
+				}
+				stream[s.Op] = true
+				continue
+			}
 			if m.Path == "simt-stream" {
 				// Grid-stride loops: a grid sized from the SM count, no shared memory.
 				if m.Grid[0] < 1 || m.Grid[0] > target.SMs*streamCTAsPerSM || m.Grid[1] != 1 || m.Threads != streamThreads || m.SharedBytes != 0 {
@@ -77,9 +85,9 @@ func TestCatalogueGeneratesWellFormedPTX(t *testing.T) {
 			t.Errorf("no %s kernel took the tensor-core path (have %v)", want, tensor)
 		}
 	}
-	for _, want := range []string{"add", "exp", "cast", "gelu", "transpose", "slice", "concat", "reshape"} {
+	for _, want := range []string{"add", "exp", "cast", "gelu", "transpose", "slice", "concat", "reshape", "reduce_sum", "reduce_max", "reduce_mean"} {
 		if !stream[want] {
-			t.Errorf("no %s kernel took the stream path", want)
+			t.Errorf("no %s kernel took the stream or reduce path", want)
 		}
 	}
 	for op := range tensor {

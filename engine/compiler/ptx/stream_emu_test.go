@@ -22,11 +22,11 @@ var streamTarget = Target{SM: 90, PTXVersion: "8.0", SMs: 1}
 // fillStream gives a tensor random values with the dtype's special patterns mixed in (NaN
 // payloads, -0, ±Inf, fp8 e5m2 Inf, integer extremes), so moves must keep bits and arithmetic
 // must meet the specials.
-func fillStream(tt *tensor.Tensor, rng *rand.Rand) {
+func fillStream(tt *tensor.Tensor, rng *rand.Rand, specialsEvery int) {
 	pats := specialPatterns[tt.DType]
 	for i := range tt.Len() {
 		switch {
-		case rng.IntN(8) == 0:
+		case specialsEvery > 0 && rng.IntN(specialsEvery) == 0:
 			tt.SetBits(i, pats[rng.IntN(len(pats))])
 		case tt.DType.IsInt():
 			tt.SetFloat64(i, float64(rng.IntN(300)-150))
@@ -43,6 +43,14 @@ func fillStream(tt *tensor.Tensor, rng *rand.Rand) {
 // routines, which give the CPU backend's bits, and moves copy bits.
 func checkStream(t *testing.T, g *graph.Graph, target Target, seed uint64) *Module {
 	t.Helper()
+	return checkFastPath(t, g, target, seed, "simt-stream", 8)
+}
+
+// checkFastPath is checkStream for a kernel that must take the given fast path.
+// One element in specialsEvery is a special pattern (0: none, so that a reduction's result is
+// not NaN or Inf whatever the order).
+func checkFastPath(t *testing.T, g *graph.Graph, target Target, seed uint64, path string, specialsEvery int) *Module {
+	t.Helper()
 	p, err := compiler.Compile(g, compiler.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +62,7 @@ func checkStream(t *testing.T, g *graph.Graph, target Target, seed uint64) *Modu
 	in := map[string]*tensor.Tensor{}
 	for _, v := range g.Inputs {
 		in[v.Name] = tensor.New(v.Type.DType, v.Type.Shape)
-		fillStream(in[v.Name], rng)
+		fillStream(in[v.Name], rng, specialsEvery)
 	}
 	cpu, _ := backend.Get("cpu")
 	want, err := cpu.Run(p, in)
@@ -62,8 +70,8 @@ func checkStream(t *testing.T, g *graph.Graph, target Target, seed uint64) *Modu
 		t.Fatal(err)
 	}
 	got, mod := emulateWith(t, p, in, target)
-	if mod.Path != "simt-stream" {
-		t.Fatalf("kernel took path %s, want simt-stream", mod.Path)
+	if mod.Path != path {
+		t.Fatalf("kernel took path %s, want %s", mod.Path, path)
 	}
 	t.Setenv(streamEnv, "off")
 	simt, ref := emulateWith(t, p, in, target)

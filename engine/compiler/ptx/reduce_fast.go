@@ -1,0 +1,513 @@
+package ptx
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+// The reduction lowering ("simt-reduce"): the kernels lowerReduce (engine/compiler) emits for
+// reduce_sum, reduce_max and reduce_mean over any axes.
+//
+// Order. The Tile IR fixes the order: per output row, each tile of cn columns is folded left
+// to right from its first element (tile.Reduce), and the tile partials are combined into the
+// accumulator in tile order (a = a + p0, then + p1, ...). The SIMT path and the CPU backend
+// follow it, so both give the same bits. This lowering keeps exactly that order and only
+// changes who does what: every (row, tile) fold runs in its own thread, all tiles of a row at
+// once, and one thread per row then combines the partials, read from shared memory, in tile
+// order. The order depends only on the kernel's tile shape (the schedule), never on the grid
+// or the SM count, so the bits equal the SIMT path's and the CPU backend's. Masked padding
+// columns (Fill: +0 for sums, the dtype's lowest for max) are skipped: adding +0 or taking the
+// max with the lowest value changes no partial that reaches the accumulator (a sum's
+// accumulator starts at +0 and so is never -0, and x + (±0) = x for x != -0).
+//
+// Bandwidth. A thread holds W adjacent output rows or V adjacent columns of its tile, so a
+// load is 16 bytes: for a reduction over the last axis ("rows") each thread walks its tile's
+// contiguous columns with 16-byte loads; for one over a leading axis ("columns") the output
+// rows are contiguous and a thread loads W of them per column, a warp covering whole lines.
+
+const (
+	reduceThreads  = 256
+	reduceMaxSlots = 32 // tiles of one row folded at once
+	reduceUnroll   = 4  // 16-byte loads a thread issues before folding them
+)
+
+// reducePlan is a reduction kernel recognised in Tile IR.
+type reducePlan struct {
+	op         tile.ReduceOp
+	acc        numerics.DType // the Reduce's dtype (each tile's fold)
+	comb       tile.Binary    // a = a comb p: the combine into the accumulator
+	init       float64        // the accumulator's Full
+	load       tile.Load
+	t          tile.Reg // the loaded tile
+	outer      int      // rows (outputs)
+	inner      int      // columns folded per row
+	cn, steps  int
+	post       []tile.Instr // after the loop: mean's division, a narrowing, the store
+	w, v       int          // rows per thread, columns per load (one of them 1)
+	slots, grp int          // tiles folded at once per row; row groups per CTA
+}
+
+// matchReduce recognises lowerReduce's kernel: a Full accumulator, a loop that loads a
+// [rm, cn] tile, reduces it and combines it into the accumulator, then per-row arithmetic and
+// a store of one element per row.
+func matchReduce(k *tile.Kernel, shapes []tile.Shape) *reducePlan {
+	if len(k.Grid) != 1 || k.NumVars != 2 || len(k.Body) < 3 {
+		return nil
+	}
+	full, ok := k.Body[0].(tile.Full)
+	loop, ok2 := k.Body[1].(tile.For)
+	if !ok || !ok2 || loop.Var != 1 || len(loop.Body) != 3 || full.Cols != 1 {
+		return nil
+	}
+	ld, ok := loop.Body[0].(tile.Load)
+	red, ok2 := loop.Body[1].(tile.Reduce)
+	comb, ok3 := loop.Body[2].(tile.Binary)
+	if !ok || !ok2 || !ok3 || red.Src != ld.Dst || comb.Dst != full.Dst || comb.A != full.Dst || comb.B != red.Dst {
+		return nil
+	}
+	a := ld.At
+	rm, cn := a.Rows, a.Cols
+	if full.Rows != rm || len(a.Base.Terms) != 0 || !a.Mask || a.RowStart.Const != 0 || a.ColStart.Const != 0 ||
+		len(a.RowStart.Terms) != 1 || a.RowStart.Terms[0] != (tile.Term{Var: 0, Coef: rm}) ||
+		len(a.ColStart.Terms) != 1 || a.ColStart.Terms[0] != (tile.Term{Var: 1, Coef: cn}) ||
+		len(a.RowDims) != len(a.RowStrides) || len(a.ColDims) != len(a.ColStrides) {
+		return nil
+	}
+	p := &reducePlan{op: red.Op, acc: red.DType, comb: comb, init: full.Value, load: ld, t: ld.Dst,
+		outer: prod(a.RowDims), inner: prod(a.ColDims), cn: cn, steps: loop.Count}
+	prm := k.Params[a.Param]
+	if p.outer < 1 || p.inner < 1 || k.Grid[0]*rm < p.outer || p.steps*cn < p.inner || (p.steps-1)*cn >= p.inner ||
+		prm.Len > maxIndex/2 || p.outer > maxIndex/2 {
+		return nil
+	}
+	// Every offset the access can reach lies inside the buffer, so no element reads the SIMT
+	// path's out-of-allocation NaN.
+	lo, hi := a.Base.Const, a.Base.Const
+	for _, dd := range [][2][]int{{a.RowDims, a.RowStrides}, {a.ColDims, a.ColStrides}} {
+		for i, d := range dd[0] {
+			s := (d - 1) * dd[1][i]
+			lo, hi = lo+min(s, 0), hi+max(s, 0)
+		}
+	}
+	if lo < 0 || hi >= prm.Len {
+		return nil
+	}
+	// Padding must be the fold's identity for skipping it to be exact (see above).
+	switch {
+	case red.Op == tile.Sum && comb.Op == tile.Add && ld.Fill == 0 && !math.Signbit(ld.Fill) && full.Value == 0 && !math.Signbit(full.Value):
+	case red.Op == tile.MaxRed && comb.Op == tile.Max && (math.IsInf(ld.Fill, -1) || red.DType.IsInt() && ld.Fill <= -numerics.MaxFinite(red.DType)-1):
+	default:
+		return nil
+	}
+	p.post = k.Body[2:]
+	st, ok := p.post[len(p.post)-1].(tile.Store)
+	if !ok || st.At.Cols != 1 || st.At.Rows != rm || prod(st.At.ColDims) != 1 || prod(st.At.RowDims) != p.outer || !st.At.Mask ||
+		len(st.At.Base.Terms) != 0 || st.At.ColStart.Const != 0 || len(st.At.ColStart.Terms) != 0 ||
+		len(st.At.RowStart.Terms) != 1 || st.At.RowStart.Terms[0] != (tile.Term{Var: 0, Coef: rm}) || st.At.RowStart.Const != 0 ||
+		st.At.Param == a.Param || len(st.At.RowDims) != len(st.At.RowStrides) {
+		return nil
+	}
+	for _, in := range p.post[:len(p.post)-1] {
+		switch x := in.(type) {
+		case tile.Full:
+			if x.Rows != 1 || x.Cols != 1 {
+				return nil
+			}
+		case tile.Binary, tile.Round, tile.Unary:
+		default:
+			return nil
+		}
+	}
+	for _, in := range p.post {
+		if _, ok := in.(tile.Full); !ok && shapeOf(in, shapes) != (tile.Shape{rm, 1}) {
+			return nil
+		}
+	}
+	// Vector shape: V columns per load when the folded axis is contiguous, W rows per load
+	// when the rows are; 16 bytes either way, else one element per load.
+	size := prm.DType.Size()
+	per := 16 / size
+	aligned := func(strides []int) bool {
+		for _, s := range strides {
+			if s*size%16 != 0 {
+				return false
+			}
+		}
+		return a.Base.Const*size%16 == 0
+	}
+	p.w, p.v = 1, 1
+	switch {
+	case len(a.ColDims) == 1 && a.ColStrides[0] == 1 && p.inner%per == 0 && cn%per == 0 && aligned(a.RowStrides):
+		p.v = per
+	case len(a.RowDims) == 1 && a.RowStrides[0] == 1 && p.outer%per == 0 && aligned(a.ColStrides):
+		p.w = per
+	}
+	p.slots = min(nextPow2(p.steps), reduceMaxSlots)
+	p.grp = reduceThreads / p.slots
+	return p
+}
+
+func shapeOf(in tile.Instr, shapes []tile.Shape) tile.Shape {
+	switch x := in.(type) {
+	case tile.Binary:
+		return shapes[x.Dst]
+	case tile.Round:
+		return shapes[x.Dst]
+	case tile.Unary:
+		return shapes[x.Dst]
+	case tile.Store:
+		return shapes[x.Src]
+	}
+	return tile.Shape{}
+}
+
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+// generateReduce returns the reduction module for k, or nil when matchReduce does not take it.
+func generateReduce(k *tile.Kernel, t Target, shapes []tile.Shape) (*Module, error) {
+	if os.Getenv(streamEnv) == "off" {
+		return nil, nil
+	}
+	p := matchReduce(k, shapes)
+	if p == nil {
+		return nil, nil
+	}
+	g := &gen{k: k, t: t, entry: entryName(k.Name), shapes: shapes, threads: reduceThreads, bases: map[tile.Reg]string{}}
+	g.lay = planLayout(k, shapes, false)
+	rowsPerCTA := p.grp * p.w
+	ctas := ceilDivInt(p.outer, rowsPerCTA)
+	shared := p.slots * rowsPerCTA * 8
+	text, err := reduceModule(g, p, ctas, shared)
+	if err != nil {
+		return nil, err
+	}
+	return &Module{PTX: text, Entry: g.entry, Grid: [3]int{ctas, 1, 1}, Threads: reduceThreads, SharedBytes: shared, Path: "simt-reduce",
+		Tile: fmt.Sprintf("reduce %d slots x %d row groups, %d rows x %d cols per load", p.slots, p.grp, p.w, p.v)}, nil
+}
+
+func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			text, err = "", errs.New(errs.Internal, "ptx: kernel %s: reduce generator bug: %v", g.k.Name, r)
+		}
+	}()
+	g.e = newEmitter()
+	g.pro = g.e
+	e := g.e
+	for i := range g.k.Params {
+		raw := e.reg("rd")
+		e.op("ld.param.u64", raw, fmt.Sprintf("[%s_p%d]", g.entry, i))
+		glob := e.reg("rd")
+		e.op("cvta.to.global.u64", glob, raw)
+		g.params = append(g.params, glob)
+	}
+	g.tid = e.reg("r")
+	e.op("mov.u32", g.tid, "%tid.x")
+	cta := e.reg("r")
+	e.op("mov.u32", cta, "%ctaid.x")
+	g.smem = e.reg("r")
+	e.op("mov.u32", g.smem, "tq_smem")
+	rowsPerCTA := p.grp * p.w
+	rg := e.reg("r")
+	e.op("rem.u32", rg, g.tid, itoa(p.grp))
+	slot := e.reg("r")
+	e.op("div.u32", slot, g.tid, itoa(p.grp))
+	row0 := e.reg("r") // first row of this thread's group
+	e.op("mad.lo.s32", row0, cta, itoa(rowsPerCTA), g.mul32(rg, p.w))
+	crow := e.reg("r") // the row this thread combines, if tid < rowsPerCTA
+	e.op("mad.lo.s32", crow, cta, itoa(rowsPerCTA), g.tid)
+	pc, pr := e.reg("p"), e.reg("p")
+	e.op("setp.lt.u32", pc, g.tid, itoa(rowsPerCTA))
+	e.op("setp.lt.s32", pr, crow, itoa(p.outer))
+	combiner := e.reg("p")
+	e.op("and.pred", combiner, pc, pr)
+	m := ptxArith{e}
+	a := m.f(p.init) // the accumulator of row crow, as an f64
+	part := e.reg("r")
+	e.op("mad.lo.s32", part, slot, itoa(rowsPerCTA*8), g.mul32(rg, p.w*8))
+	e.op("add.s32", part, part, g.smem)
+
+	rounds := ceilDivInt(p.steps, p.slots)
+	round := e.reg("r")
+	e.op("mov.u32", round, "0")
+	head := e.label()
+	e.place(head)
+	kt := e.reg("r")
+	e.op("mad.lo.s32", kt, round, itoa(p.slots), slot)
+	// Fold phase: this thread's tile kt of its W rows, partials to shared memory.
+	skip := e.label()
+	q1, q2, q := e.reg("p"), e.reg("p"), e.reg("p")
+	e.op("setp.ge.s32", q1, kt, itoa(p.steps))
+	e.op("setp.ge.s32", q2, row0, itoa(p.outer))
+	e.op("or.pred", q, q1, q2)
+	e.opIf(q, "bra", skip)
+	for w, part64 := range foldTile(g, p, row0, kt) {
+		e.op("st.shared.f64", fmt.Sprintf("[%s+%d]", part, 8*w), part64)
+	}
+	e.place(skip)
+	e.op("bar.sync", "0")
+	// Combine phase: one thread per row adds this round's partials in tile order.
+	done := e.label()
+	nc := e.reg("p")
+	e.op("not.pred", nc, combiner)
+	e.opIf(nc, "bra", done)
+	caddr := e.reg("r")
+	e.op("mad.lo.s32", caddr, g.tid, "8", g.smem)
+	for s := range p.slots {
+		k2 := e.reg("r")
+		e.op("mad.lo.s32", k2, round, itoa(p.slots), itoa(s))
+		ps := e.reg("p")
+		e.op("setp.ge.s32", ps, k2, itoa(p.steps))
+		e.opIf(ps, "bra", done)
+		pv := e.reg("fd")
+		e.op("ld.shared.f64", pv, fmt.Sprintf("[%s+%d]", caddr, s*rowsPerCTA*8))
+		r := g.binaryVal(p.comb.Op, p.comb.DType, val{a, false}, val{pv, false})
+		g.assign("fd", a, g.f64of(r))
+	}
+	e.place(done)
+	e.op("bar.sync", "0")
+	e.op("add.s32", round, round, "1")
+	more := e.reg("p")
+	e.op("setp.lt.s32", more, round, itoa(rounds))
+	e.opIf(more, "bra", head)
+
+	// Per-row arithmetic after the loop and the store, by the combining threads.
+	end := e.label()
+	e.opIf(nc, "bra", end)
+	vals := map[tile.Reg]val{p.comb.Dst: {a, false}}
+	for _, in := range p.post {
+		switch x := in.(type) {
+		case tile.Full:
+			vals[x.Dst] = g.constVal(x.Value, false)
+		case tile.Binary:
+			vals[x.Dst] = g.binaryVal(x.Op, x.DType, vals[x.A], vals[x.B])
+		case tile.Round:
+			vals[x.Dst] = g.roundCast(x.DType, vals[x.Src], x.Wrap)
+		case tile.Unary:
+			vals[x.Dst] = g.unaryVal(x.Op, x.DType, vals[x.Src])
+		case tile.Store:
+			st := x.At
+			off := g.unravel(crow, st.RowDims, st.RowStrides)
+			if st.Base.Const != 0 {
+				o := e.reg("rd")
+				e.op("add.s64", o, off, itoa(st.Base.Const))
+				off = o
+			}
+			g.encode(g.k.Params[st.Param].DType, vals[x.Src], g.globalAddr(st.Param, off), "")
+		}
+	}
+	e.place(end)
+	e.op("ret")
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "// Generated by tessera-qa engine/compiler/ptx (reduction lowering) from Tile IR kernel %s.\n", g.k.Name)
+	fmt.Fprintf(&b, "// Launch: grid (%d,1,1), %d threads, %d bytes of dynamic shared memory.\n", ctas, reduceThreads, shared)
+	fmt.Fprintf(&b, ".version %s\n.target %s\n.address_size 64\n\n", g.t.PTXVersion, g.t.Arch())
+	b.WriteString(e.constDecls())
+	b.WriteString(".extern .shared .align 16 .b8 tq_smem[];\n\n")
+	fmt.Fprintf(&b, ".visible .entry %s(", g.entry)
+	for i := range g.k.Params {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "\n\t.param .u64 %s_p%d", g.entry, i)
+	}
+	fmt.Fprintf(&b, "\n)\n.maxntid %d, 1, 1\n{\n", reduceThreads)
+	b.WriteString(e.decls())
+	b.WriteString(e.w.String())
+	b.WriteString("}\n")
+	return b.String(), nil
+}
+
+// foldTile folds tile kt of rows row0 .. row0+W-1 left to right from the tile's first column,
+// each step rounded as tile.Reduce rounds it (the SIMT path's rows.go reduce), and returns the
+// W partials as f64 registers.
+func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
+	e := g.e
+	m := ptxArith{e}
+	a := p.load.At
+	dt := g.k.Params[a.Param].DType
+	size := dt.Size()
+	narrow := !g.lay.wide[p.t]
+	c0 := g.mul32(kt, p.cn) // first column of the tile
+	// Columns of this tile that exist: cn, or fewer in the last tile.
+	valid := e.reg("r")
+	e.op("mov.u32", valid, itoa(p.inner))
+	e.op("sub.s32", valid, valid, c0)
+	e.op("min.s32", valid, valid, itoa(p.cn))
+	blocks := e.reg("r") // loads per row group: valid / V
+	e.op("div.u32", blocks, valid, itoa(p.v))
+
+	// load returns the elements of block b (columns c0+b*V ..): V of one row or one of W rows.
+	// W > 1 only where rows are contiguous: the group's rows follow its first.
+	rowOff := []string{g.unravel(row0, a.RowDims, a.RowStrides)}
+	issue := func(b string, ok string) []string {
+		col := e.reg("r")
+		e.op("mad.lo.s32", col, b, itoa(p.v), c0)
+		if p.v*p.w > 1 {
+			off := e.reg("rd")
+			if p.v > 1 {
+				e.op("cvt.s64.s32", off, col) // contiguous columns
+			} else {
+				off = g.unravel(col, a.ColDims, a.ColStrides)
+			}
+			o := e.reg("rd")
+			e.op("add.s64", o, off, rowOff[0])
+			if a.Base.Const != 0 {
+				o2 := e.reg("rd")
+				e.op("add.s64", o2, o, itoa(a.Base.Const))
+				o = o2
+			}
+			at := g.globalAddr(a.Param, o)
+			if size == 8 {
+				d := []string{e.reg("fd"), e.reg("fd")}
+				e.opIf(ok, "ld.global.v2.f64", "{"+strings.Join(d, ",")+"}", "["+at+"]")
+				return d
+			}
+			d := []string{e.reg("r"), e.reg("r"), e.reg("r"), e.reg("r")}
+			e.opIf(ok, "ld.global.v4.b32", "{"+strings.Join(d, ",")+"}", "["+at+"]")
+			return d
+		}
+		off := g.unravel(col, a.ColDims, a.ColStrides)
+		o := e.reg("rd")
+		e.op("add.s64", o, off, rowOff[0])
+		if a.Base.Const != 0 {
+			o2 := e.reg("rd")
+			e.op("add.s64", o2, o, itoa(a.Base.Const))
+			o = o2
+		}
+		return []string{g.loadBits(dt, g.globalAddr(a.Param, o), ok)}
+	}
+	elem := func(raw []string, j int) val {
+		var bits string
+		if p.v*p.w > 1 {
+			bits = (&streamGen{gen: g}).bitsOf(dt, raw, j)
+		} else {
+			bits = raw[0]
+		}
+		v := g.fromBits(dt, bits)
+		if narrow {
+			v = val{g.f32of(v), true}
+		}
+		return v
+	}
+	per := p.v * p.w // elements per load
+	// The accumulators: as rows.go's reduce keeps them, per row of the group.
+	type accum struct {
+		cls, reg string
+	}
+	accs := make([]accum, p.w)
+	first := func(w int, x val) {
+		switch {
+		case p.op == tile.MaxRed:
+			accs[w] = accum{"fd", g.carried("fd", g.f64of(x))}
+		case p.acc.IsInt():
+			accs[w] = accum{"rd", g.carried("rd", g.wrapInt(p.acc, g.toInt(x)))}
+		case p.acc == numerics.F32 && x.narrow:
+			accs[w] = accum{"f", g.carried("f", x.reg)}
+		case p.acc == numerics.F64:
+			accs[w] = accum{"fd", g.carried("fd", g.f64of(x))}
+		default:
+			accs[w] = accum{"fd", g.carried("fd", g.f64of(g.roundTo(p.acc, x)))}
+		}
+	}
+	step := func(w int, x val) {
+		acc := accs[w].reg
+		switch {
+		case p.op == tile.MaxRed:
+			g.assign("fd", acc, fmaxmin(m, acc, g.f64of(x), true))
+		case p.acc.IsInt():
+			s := e.reg("rd")
+			e.op("add.s64", s, acc, g.toInt(x))
+			g.assign("rd", acc, g.wrapInt(p.acc, s))
+		case accs[w].cls == "f":
+			s := e.reg("f")
+			e.op("add.rn.f32", s, acc, x.reg)
+			g.assign("f", acc, s)
+		case p.acc == numerics.F64:
+			g.assign("fd", acc, m.add(acc, g.f64of(x)))
+		default:
+			g.assign("fd", acc, g.f64of(g.roundTo(p.acc, val{m.add(acc, g.f64of(x)), false})))
+		}
+	}
+	// element j of a load belongs to row j (W rows) or is column j (V columns) of row 0.
+	rowOf := func(j int) int {
+		if p.w > 1 {
+			return j
+		}
+		return 0
+	}
+	// Block 0: the first element of each row starts its accumulator.
+	zero := e.reg("r")
+	e.op("mov.u32", zero, "0")
+	raw0 := issue(zero, "")
+	for j := range per {
+		if p.w > 1 || j == 0 {
+			first(rowOf(j), elem(raw0, j))
+		} else {
+			step(0, elem(raw0, j))
+		}
+	}
+	// Blocks 1 ..: reduceUnroll loads in flight, then folded in order.
+	b := e.reg("r")
+	e.op("mov.u32", b, "1")
+	head, out := e.label(), e.label()
+	e.place(head)
+	pb := e.reg("p")
+	e.op("setp.ge.s32", pb, b, blocks)
+	e.opIf(pb, "bra", out)
+	raws := make([][]string, reduceUnroll)
+	oks := make([]string, reduceUnroll)
+	for u := range reduceUnroll {
+		bu := b
+		if u > 0 {
+			bu = g.add32(b, itoa(u))
+			oks[u] = e.reg("p")
+			e.op("setp.lt.s32", oks[u], bu, blocks)
+		}
+		raws[u] = issue(bu, oks[u])
+	}
+	for u := range reduceUnroll {
+		if u > 0 {
+			// Blocks past the end were not loaded; they are also the last ones, so leave.
+			nok := e.reg("p")
+			e.op("not.pred", nok, oks[u])
+			e.opIf(nok, "bra", out)
+		}
+		for j := range per {
+			step(rowOf(j), elem(raws[u], j))
+		}
+	}
+	e.op("add.s32", b, b, itoa(reduceUnroll))
+	e.op("bra", head)
+	e.place(out)
+	// Each partial as tile.Reduce leaves it (rows.go's out), then as an f64.
+	res := make([]string, p.w)
+	for w, acc := range accs {
+		var v val
+		switch {
+		case p.op == tile.MaxRed:
+			v = g.roundTo(p.acc, val{acc.reg, false})
+		case p.acc.IsInt():
+			v = g.intVal(acc.reg)
+		case acc.cls == "f":
+			v = val{acc.reg, true}
+		default:
+			v = val{acc.reg, false}
+		}
+		res[w] = g.f64of(v)
+	}
+	return res
+}
