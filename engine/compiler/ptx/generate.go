@@ -58,6 +58,9 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if m, err := generateReduce(k, t, shapes); m != nil || err != nil {
 		return m, err
 	}
+	if m, err := generateTranspose(k, t, shapes); m != nil || err != nil {
+		return m, err
+	}
 	if m, err := generateStream(k, t, shapes); m != nil || err != nil {
 		return m, err
 	}

@@ -280,8 +280,8 @@ func (c *emuCTA) thread(tid int) (err error) {
 	mem := func(o emuOperand, n int, shared bool) []byte {
 		addr := regs[o.reg] + o.imm
 		if shared {
-			if addr+uint64(n) > uint64(len(c.shared)) {
-				panic(fmt.Sprintf("shared access %d+%d beyond %d bytes", addr, n, len(c.shared)))
+			if addr+uint64(n) > uint64(len(c.shared)) || addr%uint64(n) != 0 {
+				panic(fmt.Sprintf("shared access %d+%d beyond %d bytes or misaligned", addr, n, len(c.shared)))
 			}
 			return c.shared[addr : addr+uint64(n)]
 		}
@@ -386,6 +386,14 @@ func (c *emuCTA) thread(tid int) (err error) {
 			set(uint64(binary.LittleEndian.Uint16(mem(a[1], 2, true))))
 		case "st.shared.b16":
 			binary.LittleEndian.PutUint16(mem(a[0], 2, true), uint16(x(1)))
+		case "ld.shared.b32":
+			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, true))))
+		case "st.shared.b32":
+			binary.LittleEndian.PutUint32(mem(a[0], 4, true), uint32(x(1)))
+		case "ld.shared.u8":
+			set(uint64(mem(a[1], 1, true)[0]))
+		case "st.shared.u8":
+			mem(a[0], 1, true)[0] = byte(x(1))
 		case "ld.shared.f32":
 			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, true))))
 		case "st.shared.f32":
