@@ -173,7 +173,7 @@ func runCase(e Engine, o Oracle, c Case, opt Options, dev Device, dir string) (r
 		return r
 	}
 	got := outs[0]
-	r.Flops, r.Bytes = def.flops(c.Shape), bytesMoved(def, c.DType, c.Shape, got.Len())
+	r.Flops, r.Bytes = def.flops(c.Shape), bytesMoved(def, c.DType, c.Shape, got.Len(), got.DType)
 
 	outFile := dir + "/out.bin"
 	defer os.Remove(outFile)
