@@ -3,7 +3,6 @@ package ptx
 import (
 	"fmt"
 	"math"
-	"os"
 	"strings"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
@@ -177,7 +176,7 @@ func nextPow2(n int) int {
 
 // generateReduce returns the reduction module for k, or nil when matchReduce does not take it.
 func generateReduce(k *tile.Kernel, t Target, shapes []tile.Shape) (*Module, error) {
-	if os.Getenv(streamEnv) == "off" {
+	if !fastLoweringsOn() {
 		return nil, nil
 	}
 	p := matchReduce(k, shapes)

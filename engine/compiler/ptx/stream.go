@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -25,9 +26,26 @@ import (
 // backend's; copies move bit patterns without decoding them. Elementwise results do not depend
 // on the grid, so the grid is sized from the target's SM count.
 
-// streamEnv turns the stream lowering off ("off"): the SIMT lowering of the same kernel is
-// used, for A/B timings and for bisecting a suspected fast-path bug.
+// streamEnv turns the stream, reduction and transpose lowerings off ("off"): the SIMT
+// lowering of the same kernel is used, for A/B timings and for bisecting a suspected fast-path
+// bug.
 const streamEnv = "TESSERA_PTX_STREAM"
+
+// fastLoweringsOn reports whether the stream, reduction and transpose lowerings may take a
+// kernel: not when streamEnv says off, and not while a planted GPU code-generator fault is
+// active (failpoint.GPUNames), since those faults live in the SIMT path and the GPU specs
+// must still meet them.
+func fastLoweringsOn() bool {
+	if os.Getenv(streamEnv) == "off" {
+		return false
+	}
+	for _, n := range failpoint.GPUNames() {
+		if failpoint.Enabled(n) {
+			return false
+		}
+	}
+	return true
+}
 
 const (
 	streamThreads   = 256
@@ -56,7 +74,7 @@ type streamGen struct {
 
 // generateStream returns the stream module for k, or nil when matchStream does not take it.
 func generateStream(k *tile.Kernel, t Target, shapes []tile.Shape) (*Module, error) {
-	if os.Getenv(streamEnv) == "off" {
+	if !fastLoweringsOn() {
 		return nil, nil
 	}
 	plan := matchStream(k, shapes)

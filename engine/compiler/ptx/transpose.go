@@ -2,7 +2,6 @@ package ptx
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
@@ -78,7 +77,7 @@ func matchTranspose(k *tile.Kernel, shapes []tile.Shape) *transposePlan {
 }
 
 func generateTranspose(k *tile.Kernel, t Target, shapes []tile.Shape) (*Module, error) {
-	if os.Getenv(streamEnv) == "off" {
+	if !fastLoweringsOn() {
 		return nil, nil
 	}
 	p := matchTranspose(k, shapes)
