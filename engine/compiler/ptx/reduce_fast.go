@@ -34,6 +34,9 @@ const (
 	reduceThreads  = 256
 	reduceMaxSlots = 32 // tiles of one row folded at once
 	reduceUnroll   = 4  // 16-byte loads a thread issues before folding them
+	// Along a contiguous folded axis a thread's loads are 16 bytes of a 128-byte line whose
+	// rest only it reads: eight in flight cover the whole line at once.
+	reduceUnrollRows = 8
 )
 
 // reducePlan is a reduction kernel recognised in Tile IR.
@@ -467,9 +470,13 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 	pb := e.reg("p")
 	e.op("setp.ge.s32", pb, b, blocks)
 	e.opIf(pb, "bra", out)
-	raws := make([][]string, reduceUnroll)
-	oks := make([]string, reduceUnroll)
-	for u := range reduceUnroll {
+	unroll := reduceUnroll
+	if p.v > 1 {
+		unroll = reduceUnrollRows
+	}
+	raws := make([][]string, unroll)
+	oks := make([]string, unroll)
+	for u := range unroll {
 		bu := b
 		if u > 0 {
 			bu = g.add32(b, itoa(u))
@@ -478,7 +485,7 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 		}
 		raws[u] = issue(bu, oks[u])
 	}
-	for u := range reduceUnroll {
+	for u := range unroll {
 		if u > 0 {
 			// Blocks past the end were not loaded; they are also the last ones, so leave.
 			nok := e.reg("p")
@@ -489,7 +496,7 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 			step(rowOf(j), elem(raws[u], j))
 		}
 	}
-	e.op("add.s32", b, b, itoa(reduceUnroll))
+	e.op("add.s32", b, b, itoa(unroll))
 	e.op("bra", head)
 	e.place(out)
 	// Each partial as tile.Reduce leaves it (rows.go's out), then as an f64.
