@@ -106,7 +106,7 @@ func (s *streamGen) shape(st *stream) (v, u int) {
 	minSize, maxSize := 0, 0
 	for _, op := range st.ops {
 		for _, a := range op.acc {
-			if a.vec {
+			if a.vec || a.run {
 				sz := s.k.Params[a.a.Param].DType.Size()
 				if minSize == 0 || sz < minSize {
 					minSize = sz
@@ -233,7 +233,10 @@ func (s *streamGen) stream(st *stream) {
 
 // vecOK: an access moves whole 16-byte runs in a chunk of width w.
 func (s *streamGen) vecOK(a streamAccess, w int) bool {
-	return a.vec && w*s.k.Params[a.a.Param].DType.Size()%16 == 0
+	if a.run && a.a.ColDims[len(a.a.ColDims)-1]%w != 0 {
+		return false // a chunk could straddle two rows
+	}
+	return (a.vec || a.run) && w*s.k.Params[a.a.Param].DType.Size()%16 == 0
 }
 
 // loads issues, under predicate ok, the raw loads of chunk c (elements c*w ... c*w+w-1) for
@@ -270,6 +273,17 @@ func (s *streamGen) loads(st *stream, c string, w int, ok string) [][]string {
 func (s *streamGen) runAddr(a streamAccess, c string, w int) string {
 	e := s.e
 	size := s.k.Params[a.a.Param].DType.Size()
+	if a.run {
+		i := e.reg("r")
+		e.op("mul.lo.s32", i, c, itoa(w))
+		off := s.unravel(i, a.a.ColDims, a.a.ColStrides)
+		if a.a.Base.Const != 0 {
+			o := e.reg("rd")
+			e.op("add.s64", o, off, itoa(a.a.Base.Const))
+			off = o
+		}
+		return s.globalAddr(a.a.Param, off)
+	}
 	off := e.reg("rd")
 	e.op("mul.wide.s32", off, c, itoa(w*size))
 	base := e.reg("rd")

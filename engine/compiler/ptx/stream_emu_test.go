@@ -180,6 +180,9 @@ func TestStreamFusedAndBroadcastEmulated(t *testing.T) {
 			"bias-relu": func(b *graph.Builder) *graph.Value {
 				return b.Op("relu", nil, b.Op("add", nil, b.Input("x", dt, 7, 33), b.Input("bias", dt, 33)))
 			},
+			"bias-aligned": func(b *graph.Builder) *graph.Value { // the bias read in 16-byte runs
+				return b.Op("add", nil, b.Input("x", dt, 6, 64), b.Input("bias", dt, 64))
+			},
 			"col-scale": func(b *graph.Builder) *graph.Value {
 				return b.Op("mul", nil, b.Input("x", dt, 9, 40), b.Input("s", dt, 9, 1))
 			},
@@ -211,6 +214,12 @@ func TestStreamMovementEmulated(t *testing.T) {
 			},
 			"slice-rows": func(b *graph.Builder) *graph.Value { // whole rows from row 16: an aligned run
 				return b.Op("slice", graph.Attrs{"starts": graph.Ints(16, 0), "ends": graph.Ints(40, 32)}, b.Input("x", dt, 41, 32))
+			},
+			"slice-aligned": func(b *graph.Builder) *graph.Value { // 16-byte runs inside rows
+				return b.Op("slice", graph.Attrs{"starts": graph.Ints(2, 16), "ends": graph.Ints(9, 48)}, b.Input("x", dt, 10, 64))
+			},
+			"concat-aligned": func(b *graph.Builder) *graph.Value {
+				return b.Op("concat", graph.Attrs{"axis": graph.Int(1)}, b.Input("x", dt, 9, 32), b.Input("y", dt, 9, 16))
 			},
 			"concat": func(b *graph.Builder) *graph.Value {
 				return b.Op("concat", graph.Attrs{"axis": graph.Int(1)}, b.Input("x", dt, 9, 35), b.Input("y", dt, 9, 12))
@@ -344,5 +353,38 @@ func TestTransposeMovesSixteenBytes(t *testing.T) {
 	if strings.Contains(m.PTX, "ld.global.b16") || strings.Contains(m.PTX, "st.global.b16") ||
 		strings.Count(m.PTX, "ld.global.v4.b32") != 2 || strings.Count(m.PTX, "st.global.v4.b32") != 2 {
 		t.Errorf("want two 16-byte loads and stores per thread and no 2-byte global access")
+	}
+}
+
+// TestStreamRunsInsideRows: aligned slices, concat destinations and a broadcast bias are
+// moved in 16-byte runs, not element by element.
+func TestStreamRunsInsideRows(t *testing.T) {
+	for name, fn := range map[string]func(b *graph.Builder) *graph.Value{
+		"slice": func(b *graph.Builder) *graph.Value {
+			return b.Op("slice", graph.Attrs{"starts": graph.Ints(2, 16), "ends": graph.Ints(9, 48)}, b.Input("x", numerics.F32, 10, 64))
+		},
+		"concat": func(b *graph.Builder) *graph.Value {
+			return b.Op("concat", graph.Attrs{"axis": graph.Int(1)}, b.Input("x", numerics.F32, 9, 32), b.Input("y", numerics.F32, 9, 16))
+		},
+		"bias": func(b *graph.Builder) *graph.Value {
+			return b.Op("add", nil, b.Input("x", numerics.F32, 6, 64), b.Input("bias", numerics.F32, 64))
+		},
+	} {
+		g, ok := build(t, fn)
+		if !ok {
+			t.Fatalf("%s does not build", name)
+		}
+		p, err := compiler.Compile(g, compiler.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Generate(p.Kernels[0], H100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Path != "simt-stream" || strings.Contains(m.PTX, "ld.global.b32 ") || strings.Contains(m.PTX, "ld.global.f32 ") ||
+			strings.Contains(m.PTX, "st.global.b32 ") || !strings.Contains(m.PTX, "ld.global.v4.b32") {
+			t.Errorf("%s: path %s, or an element-wise global access where 16-byte runs fit", name, m.Path)
+		}
 	}
 }

@@ -29,10 +29,13 @@ type streamOp struct {
 // streamAccess is how the stream lowering reaches one Tile IR access. vec: element i sits at
 // Base+i and Base is 16-byte aligned (buffers are 256-byte aligned, backend/cuda/alloc.go),
 // so a run of elements starting at a multiple of the vector width is whole 16-byte accesses.
+// run: several dims, the innermost contiguous, every other stride and Base 16-byte aligned
+// (slices of rows, concat's destinations, a broadcast bias): a chunk that does not straddle
+// an innermost row is one 16-byte-aligned run at the unravelled offset of its first element.
 // Otherwise each element's offset is unravelled on its own (a gather, or a scatter for a store).
 type streamAccess struct {
-	a   tile.Access
-	vec bool
+	a        tile.Access
+	vec, run bool
 }
 
 // matchStream recognises the kernels lowerElementwise and lowerMovement (engine/compiler)
@@ -70,8 +73,15 @@ func matchStream(k *tile.Kernel, shapes []tile.Shape) *streamPlan {
 		if lo < 0 || hi >= p.Len || n > maxIndex/2 || p.Len > maxIndex/2 || k.Grid[0]*b < n {
 			return streamAccess{}, 0, false
 		}
-		vec := len(a.ColDims) == 1 && a.ColStrides[0] == 1 && a.Base.Const*p.DType.Size()%16 == 0
-		return streamAccess{a: a, vec: vec}, n, true
+		size := p.DType.Size()
+		aligned := a.Base.Const*size%16 == 0
+		last := len(a.ColDims) - 1
+		run := last > 0 && a.ColStrides[last] == 1 && aligned
+		for _, st := range a.ColStrides[:last] {
+			run = run && st*size%16 == 0
+		}
+		vec := last == 0 && a.ColStrides[0] == 1 && aligned
+		return streamAccess{a: a, vec: vec, run: run}, n, true
 	}
 	read, written := map[int]bool{}, map[int]bool{}
 	var elem *stream
