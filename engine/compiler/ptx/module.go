@@ -40,7 +40,7 @@ type Module struct {
 	Grid        [3]int
 	Threads     int
 	SharedBytes int
-	Path        string // "simt", "mma.sync" (some MMA on tensor cores) or "wgmma": which code path produced it
+	Path        string // "simt", "mma.sync", "wgmma", "simt-rows", "simt-stream", "simt-reduce", "simt-transpose": which code path produced it
 	// Tile names the tiling of a dedicated kernel (gemm_*.go), e.g. "wgmma 128x256x64
 	// stages=4 wait=1", which may differ from the Tile IR's own tile (the schedule's BM/BN/BK):
 	// the dedicated kernels compute the same function with the tile they support. Empty for
