@@ -469,6 +469,10 @@ func (s *streamGen) compute(st *stream, c string, w int, raws [][]string) {
 			narrow := !s.lay.wide[x.Dst]
 			vs := make([]val, w)
 			for j := range w {
+				if dt == numerics.BF16 && s.vecOK(op.acc[0], w) {
+					vs[j] = s.bf16Of(raws[i], j) // exact, and f32-exact: narrow as it is
+					continue
+				}
 				var b string
 				if s.vecOK(op.acc[0], w) {
 					b = s.bitsOf(dt, raws[i], j)
@@ -513,6 +517,21 @@ func (s *streamGen) compute(st *stream, c string, w int, raws [][]string) {
 			}
 		}
 	}
+}
+
+// bf16Of decodes element j of a run of bf16 words straight to f32: a bf16 is the high half
+// of the f32 with the same value, so the low element shifts up and the high one is masked.
+func (s *streamGen) bf16Of(regs []string, j int) val {
+	e := s.e
+	t := e.reg("r")
+	if j%2 == 0 {
+		e.op("shl.b32", t, regs[j/2], "16")
+	} else {
+		e.op("and.b32", t, regs[j/2], "0xFFFF0000")
+	}
+	f := e.reg("f")
+	e.op("mov.b32", f, t)
+	return val{f, true}
 }
 
 // bitsOf is element j of a loaded run in the register fromBits takes for dt.
