@@ -388,3 +388,92 @@ func TestStreamRunsInsideRows(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamRandomGraphsEmulated: seeded random elementwise chains (1 to 3 ops, a cast, a
+// broadcast operand) and movement ops on random small shapes, each on the fast path against
+// the SIMT path and the CPU backend.
+func TestStreamRandomGraphsEmulated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 1))
+	floats := []numerics.DType{numerics.F32, numerics.BF16, numerics.F16, numerics.F64, numerics.F8E4M3, numerics.F8E5M2}
+	unary := []string{"neg", "abs", "relu", "exp", "tanh", "sigmoid", "sqrt", "sign"}
+	binary := []string{"add", "sub", "mul", "div", "maximum", "minimum"}
+	shape := func() []int {
+		s := make([]int, 1+rng.IntN(3))
+		for i := range s {
+			s[i] = 1 + rng.IntN(40)
+			if rng.IntN(3) == 0 {
+				s[i] = 16 * (1 + rng.IntN(4)) // aligned rows sometimes
+			}
+		}
+		return s
+	}
+	for i := range 60 {
+		dt := floats[rng.IntN(len(floats))]
+		sh := shape()
+		var fn func(b *graph.Builder) *graph.Value
+		var path string
+		switch rng.IntN(4) {
+		case 0, 1: // elementwise chain
+			path = "simt-stream"
+			fn = func(b *graph.Builder) *graph.Value {
+				x := b.Input("x", dt, sh...)
+				v := x
+				for range 1 + rng.IntN(3) {
+					if rng.IntN(2) == 0 {
+						v = b.Op(unary[rng.IntN(len(unary))], nil, v)
+						continue
+					}
+					ysh := sh
+					if len(sh) > 1 && rng.IntN(2) == 0 {
+						ysh = sh[len(sh)-1:] // broadcast over the leading dims
+					}
+					v = b.Op(binary[rng.IntN(len(binary))], nil, v, b.Input(fmt.Sprintf("y%d", rng.IntN(1000)), dt, ysh...))
+				}
+				if rng.IntN(2) == 0 {
+					v = b.Op("cast", graph.Attrs{"to": graph.DTypeAttr(numerics.All[rng.IntN(len(numerics.All))])}, v)
+				}
+				return v
+			}
+		case 2: // slice
+			path = "simt-stream"
+			fn = func(b *graph.Builder) *graph.Value {
+				starts, ends := make([]int64, len(sh)), make([]int64, len(sh))
+				for d, n := range sh {
+					starts[d] = int64(rng.IntN(n))
+					ends[d] = starts[d] + 1 + int64(rng.IntN(n-int(starts[d])))
+				}
+				return b.Op("slice", graph.Attrs{"starts": graph.Ints(starts...), "ends": graph.Ints(ends...)}, b.Input("x", dt, sh...))
+			}
+		default: // transpose (tiled where aligned)
+			path = ""
+			fn = func(b *graph.Builder) *graph.Value {
+				perm := rng.Perm(len(sh))
+				p := make([]int64, len(perm))
+				for k, v := range perm {
+					p[k] = int64(v)
+				}
+				return b.Op("transpose", graph.Attrs{"perm": graph.Ints(p...)}, b.Input("x", dt, sh...))
+			}
+		}
+		g, ok := build(t, fn)
+		if !ok {
+			continue
+		}
+		p, err := compiler.Compile(g, compiler.Options{})
+		if err != nil || len(p.Kernels) != 1 {
+			continue // more than one kernel: not a single stream
+		}
+		if path == "" {
+			m, err := Generate(p.Kernels[0], streamTarget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if path = m.Path; path != "simt-stream" && path != "simt-transpose" {
+				continue // an identity permutation compiles to something else
+			}
+		}
+		t.Run(fmt.Sprintf("%d/%s/%v/%s", i, dt, sh, path), func(t *testing.T) {
+			checkFastPath(t, g, streamTarget, uint64(i), path, 8)
+		})
+	}
+}
