@@ -33,7 +33,7 @@ import (
 const (
 	reduceThreads  = 256
 	reduceMaxSlots = reduceThreads // tiles of one row folded at once: a whole CTA for a long row
-	reduceUnroll   = 4  // 16-byte loads a thread issues before folding them
+	reduceUnroll   = 4             // 16-byte loads a thread issues before folding them
 	// Along a contiguous folded axis a thread's loads are 16 bytes of a 128-byte line whose
 	// rest only it reads: eight in flight cover the whole line at once.
 	reduceUnrollRows = 8
