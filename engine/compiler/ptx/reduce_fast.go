@@ -115,16 +115,44 @@ func matchReduce(k *tile.Kernel, shapes []tile.Shape) *reducePlan {
 		st.At.Param == a.Param || len(st.At.RowDims) != len(st.At.RowStrides) {
 		return nil
 	}
+	// Per-row arithmetic reads only the accumulator and what it defines itself.
+	defined := map[tile.Reg]bool{full.Dst: true}
+	uses := func(rs ...tile.Reg) bool {
+		for _, r := range rs {
+			if !defined[r] {
+				return false
+			}
+		}
+		return true
+	}
 	for _, in := range p.post[:len(p.post)-1] {
 		switch x := in.(type) {
 		case tile.Full:
 			if x.Rows != 1 || x.Cols != 1 {
 				return nil
 			}
-		case tile.Binary, tile.Round, tile.Unary:
+			defined[x.Dst] = true
+		case tile.Binary:
+			if !uses(x.A, x.B) {
+				return nil
+			}
+			defined[x.Dst] = true
+		case tile.Round:
+			if !uses(x.Src) {
+				return nil
+			}
+			defined[x.Dst] = true
+		case tile.Unary:
+			if !uses(x.Src) {
+				return nil
+			}
+			defined[x.Dst] = true
 		default:
 			return nil
 		}
+	}
+	if !uses(st.Src) {
+		return nil
 	}
 	for _, in := range p.post {
 		if _, ok := in.(tile.Full); !ok && shapeOf(in, shapes) != (tile.Shape{rm, 1}) {
