@@ -5,7 +5,8 @@
 #
 #   mkdir -p .dev/simt/ptx
 #   CGO_ENABLED=0 go build -ldflags="-s -w" -o .dev/simt/tessera-qa ./cmd/tessera-qa
-#   for s in golden rounding determinism property; do
+#   CGO_ENABLED=0 go test -c -ldflags="-s -w" -o .dev/simt/bench.test ./harness/bench
+#   for s in golden rounding determinism; do
 #     CGO_ENABLED=0 go test -c -ldflags="-s -w" -o .dev/simt/$s.test ./suites/$s; done
 #   bash harness/bench/testdata/gpurun_simt_ptx.sh     # writes .dev/simt/ptx/*.ptx
 #
@@ -19,6 +20,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --
 echo "== ptxas (sm_90a)"
 for f in $B/ptx/*.ptx; do n=$(basename $f .ptx); ptxas -arch=sm_90a -v $f -o /tmp/$n.cubin 2>&1 | grep -E "rror|Used|spill" | sed "s/^/$n: /"; done
 for f in $B/ptx/*.ptx; do n=$(basename $f .ptx); echo "$n SASS:" $(cuobjdump -sass /tmp/$n.cubin | grep -oE "LDG\.E[.0-9A-Z]*|STG\.E[.0-9A-Z]*|LDS[.0-9A-Z]*|STS[.0-9A-Z]*|BAR\.[A-Z]*|LDL|STL|DADD|DFMA|DMUL|MUFU\.[A-Z0-9]+" | sort | uniq -c | tr '\n' ' '); done
+echo "== the new lowerings against the CPU backend, bit for bit ($(( $(date +%s) - T0 ))s)"
+timeout 200 $B/bench.test -test.run TestGPUStreamKernelsMatchCPU -test.v > $OUT/stream_gpu.txt 2>&1; echo "rc $?"; grep -E "^(---|    ---|ok|FAIL|PASS)|gpu 0x" $OUT/stream_gpu.txt | head -30
 echo "== GPU specs ($(( $(date +%s) - T0 ))s)"
 for s in golden rounding determinism; do
   timeout 240 $B/$s.test -ginkgo.label-filter=gpu > $OUT/$s.txt 2>&1; echo "$s rc $?"; grep -E "Ran [0-9]+ of|FAIL" $OUT/$s.txt | head -8
