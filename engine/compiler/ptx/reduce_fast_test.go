@@ -96,6 +96,7 @@ func TestReduceMovesSixteenBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			var grids [][3]int
+			var texts []string
 			for _, sms := range []int{132, 7} {
 				target := H100
 				target.SMs = sms
@@ -112,10 +113,10 @@ func TestReduceMovesSixteenBytes(t *testing.T) {
 				if strings.Contains(m.PTX, "ld.global.f32 ") || strings.Count(m.PTX, "ld.global.v4.b32") < reduceUnroll+1 {
 					t.Errorf("%s axis %d: scalar loads or fewer than %d 16-byte loads in flight", op, axis, reduceUnroll)
 				}
-				grids = append(grids, m.Grid)
+				grids, texts = append(grids, m.Grid), append(texts, m.PTX)
 			}
-			if grids[0] != grids[1] {
-				t.Errorf("%s axis %d: the grid depends on the SM count: %v", op, axis, grids)
+			if grids[0] != grids[1] || texts[0] != texts[1] {
+				t.Errorf("%s axis %d: the grid or the code depends on the SM count: %v", op, axis, grids)
 			}
 		}
 	}
