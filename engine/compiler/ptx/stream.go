@@ -52,6 +52,7 @@ const (
 	streamCTAsPerSM = 4  // 1024 threads per SM: H100 runs 2048, so registers may double first
 	streamFlight    = 64 // bytes of the widest vector access a thread loads before converting
 	streamMaxElems  = 32 // elements of arithmetic a thread holds per iteration
+	streamMinLoads  = 4  // 16-byte loads a thread has in flight, where registers allow
 	defaultSMs      = 132
 )
 
@@ -103,15 +104,18 @@ func generateStream(k *tile.Kernel, t Target, shapes []tile.Shape) (*Module, err
 
 // shape is a stream's vector width V (elements per chunk) and unroll U (chunks in flight).
 func (s *streamGen) shape(st *stream) (v, u int) {
-	minSize, maxSize := 0, 0
+	minSize, maxSize, loadBytes := 0, 0, 0
 	for _, op := range st.ops {
-		for _, a := range op.acc {
+		for i, a := range op.acc {
 			if a.vec || a.run {
 				sz := s.k.Params[a.a.Param].DType.Size()
 				if minSize == 0 || sz < minSize {
 					minSize = sz
 				}
 				maxSize = max(maxSize, sz)
+				if i == 0 && !isStore(op.in) {
+					loadBytes += sz // per element of a chunk
+				}
 			}
 		}
 	}
@@ -119,11 +123,20 @@ func (s *streamGen) shape(st *stream) (v, u int) {
 		return 1, 8 // no run is aligned: one element per chunk, eight in flight
 	}
 	v = 16 / minSize
+	// 64 bytes of the widest access a thread, and at least four 16-byte loads.
 	u = max(1, streamFlight/(v*maxSize))
+	if loadBytes > 0 {
+		u = max(u, ceilDivInt(streamMinLoads*16, v*loadBytes))
+	}
 	if _, isCopy := st.ops[0].in.(tile.Copy); !isCopy {
 		u = max(1, min(u, streamMaxElems/v))
 	}
 	return v, u
+}
+
+func isStore(in tile.Instr) bool {
+	_, ok := in.(tile.Store)
+	return ok
 }
 
 func (s *streamGen) module() (text string, err error) {

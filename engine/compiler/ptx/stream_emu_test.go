@@ -477,3 +477,25 @@ func TestStreamRandomGraphsEmulated(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamLoadsInFlight: the bf16 -> f32 cast (one 16-byte load, two stores per chunk)
+// still keeps four 16-byte loads in flight.
+func TestStreamLoadsInFlight(t *testing.T) {
+	g, ok := build(t, func(b *graph.Builder) *graph.Value {
+		return b.Op("cast", graph.Attrs{"to": graph.DTypeAttr(numerics.F32)}, b.Input("x", numerics.BF16, 8192, 8192))
+	})
+	if !ok {
+		t.Fatal("does not build")
+	}
+	p, err := compiler.Compile(g, compiler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Generate(p.Kernels[0], H100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(m.PTX, "ld.global.v4.b32"); got < streamMinLoads {
+		t.Errorf("%d 16-byte loads per iteration, want >= %d", got, streamMinLoads)
+	}
+}
