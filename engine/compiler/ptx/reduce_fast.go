@@ -16,9 +16,9 @@ import (
 // to right from its first element (tile.Reduce), and the tile partials are combined into the
 // accumulator in tile order (a = a + p0, then + p1, ...). The SIMT path and the CPU backend
 // follow it, so both give the same bits. This lowering keeps exactly that order and only
-// changes who does what: every (row, tile) fold runs in its own thread, all tiles of a row at
-// once, and one thread per row then combines the partials, read from shared memory, in tile
-// order. The order depends only on the kernel's tile shape (the schedule), never on the grid
+// changes who does what: every (row, tile) fold runs in its own thread, up to 256 tiles of a
+// row at once (more in rounds), and one thread per row then combines the partials, read from
+// shared memory, in tile order. The order depends only on the kernel's tile shape (the schedule), never on the grid
 // or the SM count, so the bits equal the SIMT path's and the CPU backend's. Masked padding
 // columns (Fill: +0 for sums, the dtype's lowest for max) are skipped: adding +0 or taking the
 // max with the lowest value changes no partial that reaches the accumulator (a sum's
