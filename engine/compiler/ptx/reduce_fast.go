@@ -89,15 +89,25 @@ func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err err
 	e.op("div.u32", slot, g.tid, itoa(p.grp))
 	row0 := e.reg("r") // first row of this thread's group
 	e.op("mad.lo.s32", row0, cta, itoa(rowsPerCTA), g.mul32(rg, p.w))
-	crow := e.reg("r") // the row this thread combines, if tid < rowsPerCTA
-	e.op("mad.lo.s32", crow, cta, itoa(rowsPerCTA), g.tid)
-	pc, pr := e.reg("p"), e.reg("p")
-	e.op("setp.lt.u32", pc, g.tid, itoa(rowsPerCTA))
-	e.op("setp.lt.s32", pr, crow, itoa(p.outer))
-	combiner := e.reg("p")
-	e.op("and.pred", combiner, pc, pr)
+	// Combining: thread t adds up rows t, t+256, ... of the CTA (W rows a group can make
+	// the CTA's rows outnumber its threads), each with its own accumulator.
+	type combined struct {
+		row, ok, notOK, acc string
+		k                   int // row index inside the CTA is tid + 256k
+	}
 	m := ptxArith{e}
-	a := m.f(p.init) // the accumulator of row crow, as an f64
+	var comb []combined
+	for k := 0; k*reduceThreads < rowsPerCTA; k++ {
+		lr := g.add32(g.tid, itoa(k*reduceThreads))
+		row := e.reg("r")
+		e.op("mad.lo.s32", row, cta, itoa(rowsPerCTA), lr)
+		pc, pr, ok, nok := e.reg("p"), e.reg("p"), e.reg("p"), e.reg("p")
+		e.op("setp.lt.u32", pc, lr, itoa(rowsPerCTA))
+		e.op("setp.lt.s32", pr, row, itoa(p.outer))
+		e.op("and.pred", ok, pc, pr)
+		e.op("not.pred", nok, ok)
+		comb = append(comb, combined{row: row, ok: ok, notOK: nok, acc: m.f(p.init), k: k})
+	}
 	part := e.reg("r")
 	e.op("mad.lo.s32", part, slot, itoa(rowsPerCTA*8), g.mul32(rg, p.w*8))
 	e.op("add.s32", part, part, g.smem)
@@ -122,24 +132,24 @@ func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err err
 	e.place(skip)
 	e.op("bar.sync", "0")
 	// Combine phase: one thread per row adds this round's partials in tile order.
-	done := e.label()
-	nc := e.reg("p")
-	e.op("not.pred", nc, combiner)
-	e.opIf(nc, "bra", done)
-	caddr := e.reg("r")
-	e.op("mad.lo.s32", caddr, g.tid, "8", g.smem)
-	for s := range p.slots {
-		k2 := e.reg("r")
-		e.op("mad.lo.s32", k2, round, itoa(p.slots), itoa(s))
-		ps := e.reg("p")
-		e.op("setp.ge.s32", ps, k2, itoa(p.steps))
-		e.opIf(ps, "bra", done)
-		pv := e.reg("fd")
-		e.op("ld.shared.f64", pv, fmt.Sprintf("[%s+%d]", caddr, s*rowsPerCTA*8))
-		r := g.binaryVal(p.comb.Op, p.comb.DType, val{a, false}, val{pv, false})
-		g.assign("fd", a, g.f64of(r))
+	for _, c := range comb {
+		done := e.label()
+		e.opIf(c.notOK, "bra", done)
+		caddr := e.reg("r")
+		e.op("mad.lo.s32", caddr, g.add32(g.tid, itoa(c.k*reduceThreads)), "8", g.smem)
+		for s := range p.slots {
+			k2 := e.reg("r")
+			e.op("mad.lo.s32", k2, round, itoa(p.slots), itoa(s))
+			ps := e.reg("p")
+			e.op("setp.ge.s32", ps, k2, itoa(p.steps))
+			e.opIf(ps, "bra", done)
+			pv := e.reg("fd")
+			e.op("ld.shared.f64", pv, fmt.Sprintf("[%s+%d]", caddr, s*rowsPerCTA*8))
+			r := g.binaryVal(p.comb.Op, p.comb.DType, val{c.acc, false}, val{pv, false})
+			g.assign("fd", c.acc, g.f64of(r))
+		}
+		e.place(done)
 	}
-	e.place(done)
 	e.op("bar.sync", "0")
 	e.op("add.s32", round, round, "1")
 	more := e.reg("p")
@@ -147,31 +157,12 @@ func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err err
 	e.opIf(more, "bra", head)
 
 	// Per-row arithmetic after the loop and the store, by the combining threads.
-	end := e.label()
-	e.opIf(nc, "bra", end)
-	vals := map[tile.Reg]val{p.comb.Dst: {a, false}}
-	for _, in := range p.post {
-		switch x := in.(type) {
-		case tile.Full:
-			vals[x.Dst] = g.constVal(x.Value, false)
-		case tile.Binary:
-			vals[x.Dst] = g.binaryVal(x.Op, x.DType, vals[x.A], vals[x.B])
-		case tile.Round:
-			vals[x.Dst] = g.roundCast(x.DType, vals[x.Src], x.Wrap)
-		case tile.Unary:
-			vals[x.Dst] = g.unaryVal(x.Op, x.DType, vals[x.Src])
-		case tile.Store:
-			st := x.At
-			off := g.unravel(crow, st.RowDims, st.RowStrides)
-			if st.Base.Const != 0 {
-				o := e.reg("rd")
-				e.op("add.s64", o, off, itoa(st.Base.Const))
-				off = o
-			}
-			g.encode(g.k.Params[st.Param].DType, vals[x.Src], g.globalAddr(st.Param, off), "")
-		}
+	for _, c := range comb {
+		end := e.label()
+		e.opIf(c.notOK, "bra", end)
+		reducePost(g, p, c.row, c.acc)
+		e.place(end)
 	}
-	e.place(end)
 	e.op("ret")
 
 	var b strings.Builder
@@ -192,6 +183,34 @@ func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err err
 	b.WriteString(e.w.String())
 	b.WriteString("}\n")
 	return b.String(), nil
+}
+
+// reducePost runs the per-row instructions after the loop for row (its accumulator acc, an
+// f64) and stores the row's result.
+func reducePost(g *gen, p *reducePlan, row, acc string) {
+	e := g.e
+	vals := map[tile.Reg]val{p.comb.Dst: {acc, false}}
+	for _, in := range p.post {
+		switch x := in.(type) {
+		case tile.Full:
+			vals[x.Dst] = g.constVal(x.Value, false)
+		case tile.Binary:
+			vals[x.Dst] = g.binaryVal(x.Op, x.DType, vals[x.A], vals[x.B])
+		case tile.Round:
+			vals[x.Dst] = g.roundCast(x.DType, vals[x.Src], x.Wrap)
+		case tile.Unary:
+			vals[x.Dst] = g.unaryVal(x.Op, x.DType, vals[x.Src])
+		case tile.Store:
+			st := x.At
+			off := g.unravel(row, st.RowDims, st.RowStrides)
+			if st.Base.Const != 0 {
+				o := e.reg("rd")
+				e.op("add.s64", o, off, itoa(st.Base.Const))
+				off = o
+			}
+			g.encode(g.k.Params[st.Param].DType, vals[x.Src], g.globalAddr(st.Param, off), "")
+		}
+	}
 }
 
 // foldTile folds tile kt of rows row0 .. row0+W-1 left to right from the tile's first column,
@@ -272,8 +291,14 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 		cls, reg string
 	}
 	accs := make([]accum, p.w)
+	// A max over f32-exact values with an f32 accumulator whose NaNs are stored canonical
+	// folds in f32: the same values and signed zeros as the f64 fmaxmin, only a NaN's payload
+	// may differ, and no output keeps it.
+	f32max := p.op == tile.MaxRed && p.acc == numerics.F32 && p.outDT != numerics.F64
 	first := func(w int, x val) {
 		switch {
+		case f32max && x.narrow:
+			accs[w] = accum{"fmax", g.carried("f", x.reg)}
 		case p.op == tile.MaxRed:
 			accs[w] = accum{"fd", g.carried("fd", g.f64of(x))}
 		case p.acc.IsInt():
@@ -289,6 +314,10 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 	step := func(w int, x val) {
 		acc := accs[w].reg
 		switch {
+		case accs[w].cls == "fmax" && x.narrow:
+			g.assign("f", acc, fmax32(e, acc, x.reg))
+		case accs[w].cls == "fmax":
+			panic("an f32 max fold met a value that is not f32-exact")
 		case p.op == tile.MaxRed:
 			g.assign("fd", acc, fmaxmin(m, acc, g.f64of(x), true))
 		case p.acc.IsInt():
@@ -365,6 +394,8 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 	for w, acc := range accs {
 		var v val
 		switch {
+		case acc.cls == "fmax":
+			v = val{acc.reg, true}
 		case p.op == tile.MaxRed:
 			v = g.roundTo(p.acc, val{acc.reg, false})
 		case p.acc.IsInt():
@@ -377,4 +408,29 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 		res[w] = g.f64of(v)
 	}
 	return res
+}
+
+// fmax32 is fmaxmin's max in f32: the larger, +0 over -0 (the AND of the bits), a NaN if
+// either is one (their sum).
+func fmax32(e *emitter, a, b string) string {
+	gt, eq, nan := e.reg("p"), e.reg("p"), e.reg("p")
+	e.op("setp.gt.f32", gt, a, b)
+	r1 := e.reg("f")
+	e.op("selp.f32", r1, a, b, gt)
+	ab, bb := e.reg("r"), e.reg("r")
+	e.op("mov.b32", ab, a)
+	e.op("mov.b32", bb, b)
+	z := e.reg("r")
+	e.op("and.b32", z, ab, bb)
+	zf := e.reg("f")
+	e.op("mov.b32", zf, z)
+	e.op("setp.eq.f32", eq, a, b)
+	r2 := e.reg("f")
+	e.op("selp.f32", r2, zf, r1, eq)
+	e.op("setp.nan.f32", nan, a, b)
+	sum := e.reg("f")
+	e.op("add.rn.f32", sum, a, b)
+	r3 := e.reg("f")
+	e.op("selp.f32", r3, sum, r2, nan)
+	return r3
 }

@@ -2,6 +2,10 @@ package ptx
 
 import (
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -119,5 +123,111 @@ func TestReduceMovesSixteenBytes(t *testing.T) {
 				t.Errorf("%s axis %d: the grid or the code depends on the SM count: %v", op, axis, grids)
 			}
 		}
+	}
+}
+
+// TestReduceMaxSignedZeros: rows whose max is a zero of either sign, or NaN, where only the
+// exact max rule (+0 over -0, NaN wins) decides the bits; over rows and over columns.
+func TestReduceMaxSignedZeros(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	for _, dt := range []numerics.DType{numerics.F32, numerics.BF16, numerics.F64} {
+		for _, axis := range []int64{0, 1} {
+			g, ok := build(t, func(b *graph.Builder) *graph.Value {
+				return b.Op("reduce_max", graph.Attrs{"axes": graph.Ints(axis)}, b.Input("x", dt, 8, 600))
+			})
+			if !ok {
+				t.Fatal("does not build")
+			}
+			p, err := compiler.Compile(g, compiler.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := tensor.New(dt, []int{8, 600})
+			for i := range x.Len() {
+				r, c := i/600, i%600
+				v := -1.0 - float64(c%7)
+				switch {
+				case r%4 == 0: // all -0
+					v = negZero
+				case r%4 == 1 && c%5 == 0: // -0 and +0 as the max
+					v = []float64{negZero, 0}[c%2]
+				case r%4 == 2 && c == 599: // NaN in the last, ragged tile
+					v = math.NaN()
+				}
+				x.SetFloat64(i, v)
+			}
+			in := map[string]*tensor.Tensor{"x": x}
+			cpu, _ := backend.Get("cpu")
+			want, err := cpu.Run(p, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, mod := emulateWith(t, p, in, streamTarget)
+			if mod.Path != "simt-reduce" {
+				t.Fatalf("path %s", mod.Path)
+			}
+			for i := range got.Len() {
+				if got.Bits(i) != want[0].Bits(i) && !(dt == numerics.F64 && math.IsNaN(got.Float64(i)) && math.IsNaN(want[0].Float64(i))) {
+					t.Fatalf("%s axis %d: element %d: got %#x, want %#x", dt, axis, i, got.Bits(i), want[0].Bits(i))
+				}
+			}
+		}
+	}
+}
+
+// TestReduceRandomEmulated: seeded random shapes (ragged and 16-aligned dims), axes, ops and
+// dtypes on the reduction lowering against the SIMT path and the CPU backend.
+func TestReduceRandomEmulated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 2))
+	dts := []numerics.DType{numerics.F32, numerics.BF16, numerics.F16, numerics.F64, numerics.I32, numerics.I8}
+	ops := []string{"reduce_sum", "reduce_max", "reduce_mean"}
+	n := 0
+	for i := range 80 {
+		dt, op := dts[rng.IntN(len(dts))], ops[rng.IntN(len(ops))]
+		sh := make([]int, 1+rng.IntN(3))
+		for d := range sh {
+			sh[d] = 1 + rng.IntN(70)
+			if rng.IntN(2) == 0 {
+				sh[d] = 4 * (1 + rng.IntN(80)) // multiples of 4, up to 320 (two tiles)
+			}
+		}
+		for prod(sh) > 40000 { // keep the emulation short
+			big := 0
+			for d := range sh {
+				if sh[d] > sh[big] {
+					big = d
+				}
+			}
+			sh[big] /= 2
+		}
+		var axes []int64
+		for d := range sh {
+			if rng.IntN(2) == 0 {
+				axes = append(axes, int64(d))
+			}
+		}
+		if len(axes) == 0 {
+			axes = []int64{int64(rng.IntN(len(sh)))}
+		}
+		g, ok := build(t, func(b *graph.Builder) *graph.Value {
+			return b.Op(op, graph.Attrs{"axes": graph.Ints(axes...)}, b.Input("x", dt, sh...))
+		})
+		if !ok {
+			continue
+		}
+		p, err := compiler.Compile(g, compiler.Options{})
+		if err != nil || len(p.Kernels) != 1 {
+			continue
+		}
+		if m, err := Generate(p.Kernels[0], streamTarget); err != nil || m.Path != "simt-reduce" {
+			continue
+		}
+		n++
+		t.Run(fmt.Sprintf("%d/%s/%s/%v/%v", i, op, dt, sh, axes), func(t *testing.T) {
+			checkFastPath(t, g, streamTarget, uint64(i), "simt-reduce", 0)
+		})
+	}
+	if n < 50 {
+		t.Errorf("only %d random reductions took the reduction lowering", n)
 	}
 }

@@ -18,9 +18,10 @@ type reducePlan struct {
 	outer      int      // rows (outputs)
 	inner      int      // columns folded per row
 	cn, steps  int
-	post       []tile.Instr // after the loop: mean's division, a narrowing, the store
-	w, v       int          // rows per thread, columns per load (one of them 1)
-	slots, grp int          // tiles folded at once per row; row groups per CTA
+	post       []tile.Instr   // after the loop: mean's division, a narrowing, the store
+	outDT      numerics.DType // the stored dtype
+	w, v       int            // rows per thread, columns per load (one of them 1)
+	slots, grp int            // tiles folded at once per row; row groups per CTA
 }
 
 // matchReduce recognises lowerReduce's kernel: a Full accumulator, a loop that loads a
@@ -93,6 +94,7 @@ func matchReduce(k *tile.Kernel, shapes []tile.Shape) *reducePlan {
 		}
 		return true
 	}
+	p.outDT = k.Params[st.At.Param].DType
 	for _, in := range p.post[:len(p.post)-1] {
 		switch x := in.(type) {
 		case tile.Full:

@@ -560,6 +560,10 @@ func (c *emuCTA) thread(tid int) (err error) {
 			default:
 				set(b32(max(p, q)))
 			}
+		case "setp.gt.f32":
+			set(bo(fx(1) > fx(2)))
+		case "setp.eq.f32":
+			set(bo(fx(1) == fx(2)))
 		case "setp.nan.f32":
 			set(bo(fx(1) != fx(1) || fx(2) != fx(2)))
 		case "cvt.f32.f16":

@@ -57,7 +57,8 @@ const (
 )
 
 var streamOps = []string{"ld.global.v4.b32", "st.global.v4.b32", "ld.global.v2.f64", "st.global.v2.f64",
-	"ld.global.b32", "bfe.s32", "bfe.u32", "or.b32", "cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32"}
+	"ld.global.b32", "bfe.s32", "bfe.u32", "or.b32", "cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32",
+	"setp.gt.f32", "setp.eq.f32"}
 
 func init() {
 	for _, op := range streamOps {
