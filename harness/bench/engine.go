@@ -18,7 +18,7 @@ type Engine interface {
 	// Time returns reps per-rep milliseconds of the whole program after warmup untimed runs,
 	// with the L2 flushed before every rep.
 	Time(p *compiler.Program, inputs map[string]*tensor.Tensor, warmup, reps int) ([]float64, error)
-	// Path names the code path of each kernel, joined by "+" ("simt-rows", "wgmma").
+	// Path names the code path of each kernel, joined by "+" ("simt-rows", "simt-stream", "wgmma").
 	Path(p *compiler.Program) string
 }
 

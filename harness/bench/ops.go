@@ -216,11 +216,50 @@ var ops = []opDef{
 		slice: rowsSlice("x", "y", "z"),
 	},
 	{
+		// f32 -> bf16 and bf16 -> f32: the cast fused into the load and the store.
+		name: "cast", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32, bf16}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x"),
+		build: func(b *graph.Builder, in []*graph.Value) *graph.Value {
+			to := bf16
+			if in[0].Type.DType == bf16 {
+				to = f32
+			}
+			return b.Op("cast", graph.Attrs{"to": graph.DTypeAttr(to)}, in...)
+		},
+		flops: none, reduce: func([]int) int { return 1 }, tol: tolExact, slice: rowsSlice("x"),
+	},
+	{
 		name: "reduce_sum", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32}, shapes: [][]int{{8192, 8192}},
 		inputs: rowsInputs("x"), build: one("reduce_sum", graph.Attrs{"axes": graph.Ints(-1)}),
 		flops: none, reduce: cols, tol: tolReduce, slice: rowsSlice("x"),
 	},
+	{
+		name: "reduce_max", dims: []string{"R", "C"}, dtypes: []numerics.DType{f32}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x"), build: one("reduce_max", graph.Attrs{"axes": graph.Ints(-1)}),
+		flops: none, reduce: cols, tol: tolExact, slice: rowsSlice("x"),
+	},
+	// Over the columns (axis 0): no prefix of the input gives a prefix of the output, so the
+	// reference check runs on the whole case (dims named K, N: rowCount is 1, fullSlice).
+	{
+		name: "reduce_sum_cols", dims: []string{"K", "N"}, dtypes: []numerics.DType{f32}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x"), build: one("reduce_sum", graph.Attrs{"axes": graph.Ints(0)}),
+		flops: none, reduce: func(s []int) int { return s[0] }, tol: tolReduce, slice: fullSlice,
+	},
+	{
+		name: "reduce_max_cols", dims: []string{"K", "N"}, dtypes: []numerics.DType{f32}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x"), build: one("reduce_max", graph.Attrs{"axes": graph.Ints(0)}),
+		flops: none, reduce: func(s []int) int { return s[0] }, tol: tolExact, slice: fullSlice,
+	},
+	{
+		name: "transpose", dims: []string{"A", "B"}, dtypes: []numerics.DType{bf16}, shapes: [][]int{{8192, 8192}},
+		inputs: rowsInputs("x"), build: one("transpose", graph.Attrs{"perm": graph.Ints(1, 0)}),
+		flops: none, reduce: func([]int) int { return 1 }, tol: tolExact, slice: fullSlice,
+	},
 }
+
+// fullSlice is the whole case: the reference check of an op whose output prefix is not
+// computed from an input prefix (a reduction over columns, a transpose).
+func fullSlice(s []int, _ int) [][]int { return [][]int{slices.Clone(s)} }
 
 func attentionDef(name string, causal bool) opDef {
 	return opDef{
@@ -265,7 +304,7 @@ func OpNames() []string {
 }
 
 // bytesMoved is the fewest bytes the op must move through device memory: every input read
-// once and the output written once.
+// once and the output written once (each in its own dtype: a cast's differ).
 func bytesMoved(o opDef, dt numerics.DType, shape []int, out *tensor.Tensor) float64 {
 	n := out.Len() * out.DType.Size()
 	for _, in := range o.inputs(shape) {

@@ -88,6 +88,18 @@ def main():
             return lambda: F.gelu(x[0] * x[1] + x[2], approximate="tanh")
         if op == "reduce_sum":
             return lambda: x[0].sum(dim=-1)
+        if op == "reduce_max":
+            return lambda: x[0].amax(dim=-1)
+        if op == "reduce_sum_cols":
+            return lambda: x[0].sum(dim=0)
+        if op == "reduce_max_cols":
+            return lambda: x[0].amax(dim=0)
+        if op == "cast":
+            to = torch.float32 if x[0].dtype == torch.bfloat16 else torch.bfloat16
+            return lambda: x[0].to(to)
+        if op == "transpose":
+            # A view in torch; contiguous() is the copy the engine's transpose kernel does.
+            return lambda: x[0].t().contiguous()
         if op.startswith("train_step/"):
             return train_step(op[len("train_step/"):], x, attrs)
         raise ValueError("unknown op %r" % op)

@@ -163,6 +163,9 @@ func targetFor(d DeviceInfo) ptx.Target {
 	if d.CCMajor == 9 && d.CCMinor == 0 {
 		t.ArchSuffix = "a"
 	}
+	if d.SMs > 0 {
+		t.SMs = d.SMs // grid-stride kernels size their grids from it
+	}
 	return t
 }
 
@@ -285,7 +288,7 @@ var generated sync.Map // key -> *ptx.Module
 var generatePTX = ptx.Generate
 
 func generate(k *tile.Kernel, t ptx.Target) (*ptx.Module, error) {
-	h := sha256.Sum256([]byte(t.Arch() + "/" + t.PTXVersion + "\n" + tile.Format(k)))
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%s simt=%v sms=%d\n", t.Arch(), t.PTXVersion, t.SIMTOnly, t.SMs) + tile.Format(k)))
 	key := hex.EncodeToString(h[:])
 	if m, ok := generated.Load(key); ok {
 		return m.(*ptx.Module), nil

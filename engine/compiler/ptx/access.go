@@ -205,56 +205,78 @@ func (g *gen) load(x tile.Load) {
 // decode loads one element under predicate ok (the register holds 0 otherwise) and converts
 // it exactly to an f32 (dtypes exact in f32) or an f64.
 func (g *gen) decode(dt numerics.DType, addr, ok string) val {
+	return g.fromBits(dt, g.loadBits(dt, addr, ok))
+}
+
+// loadBits loads one element's bit pattern under predicate ok (0 otherwise) into the register
+// fromBits takes for dt: .f64 for f64, .f32 for f32, .b32 for i32, .b16 for the rest (i8
+// sign-extended, the other bytes zero-extended).
+func (g *gen) loadBits(dt numerics.DType, addr, ok string) string {
 	e := g.e
 	at := "[" + addr + "]"
+	var d, zero, ld string
 	switch dt {
 	case numerics.F64:
-		d := e.reg("fd")
-		e.op("mov.f64", d, f64lit(0))
-		e.opIf(ok, "ld.global.f64", d, at)
-		return val{d, false}
+		d, zero, ld = e.reg("fd"), "mov.f64", "ld.global.f64"
 	case numerics.F32:
-		d := e.reg("f")
-		e.op("mov.f32", d, f32lit(0))
-		e.opIf(ok, "ld.global.f32", d, at)
-		return val{d, true}
+		d, zero, ld = e.reg("f"), "mov.f32", "ld.global.f32"
 	case numerics.I32:
-		r := e.reg("r")
-		e.op("mov.u32", r, "0")
-		e.opIf(ok, "ld.global.s32", r, at)
-		d := e.reg("fd")
-		e.op("cvt.rn.f64.s32", d, r)
-		return val{d, false}
-	}
-	h := e.reg("h")
-	e.op("mov.b16", h, "0")
-	switch dt {
+		d, zero, ld = e.reg("r"), "mov.u32", "ld.global.s32"
 	case numerics.F16, numerics.BF16:
-		e.opIf(ok, "ld.global.b16", h, at)
-		return g.halfToF32(dt, h)
+		d, zero, ld = e.reg("h"), "mov.b16", "ld.global.b16"
 	case numerics.I8:
-		e.opIf(ok, "ld.global.s8", h, at)
+		d, zero, ld = e.reg("h"), "mov.b16", "ld.global.s8"
+	case numerics.Bool, numerics.F8E4M3, numerics.F8E5M2:
+		d, zero, ld = e.reg("h"), "mov.b16", "ld.global.u8"
+	default:
+		panic(fmt.Sprintf("loadBits: dtype %s", dt))
+	}
+	switch zero {
+	case "mov.f64":
+		e.op(zero, d, f64lit(0))
+	case "mov.f32":
+		e.op(zero, d, f32lit(0))
+	default:
+		e.op(zero, d, "0")
+	}
+	e.opIf(ok, ld, d, at)
+	return d
+}
+
+// fromBits converts an element's bits, in the register loadBits gives, exactly to a value.
+func (g *gen) fromBits(dt numerics.DType, b string) val {
+	e := g.e
+	switch dt {
+	case numerics.F64:
+		return val{b, false}
+	case numerics.F32:
+		return val{b, true}
+	case numerics.I32:
+		d := e.reg("fd")
+		e.op("cvt.rn.f64.s32", d, b)
+		return val{d, false}
+	case numerics.F16, numerics.BF16:
+		return g.halfToF32(dt, b)
+	case numerics.I8:
 		r := e.reg("r")
-		e.op("cvt.s32.s16", r, h)
+		e.op("cvt.s32.s16", r, b)
 		f := e.reg("f")
 		e.op("cvt.rn.f32.s32", f, r)
 		return val{f, true}
 	case numerics.Bool:
-		e.opIf(ok, "ld.global.u8", h, at)
 		r := e.reg("r")
-		e.op("cvt.u32.u16", r, h)
+		e.op("cvt.u32.u16", r, b)
 		p := e.reg("p")
 		e.op("setp.ne.u32", p, r, "0")
 		f := e.reg("f")
 		e.op("selp.f32", f, f32lit(1), f32lit(0), p)
 		return val{f, true}
 	case numerics.F8E4M3, numerics.F8E5M2:
-		e.opIf(ok, "ld.global.u8", h, at)
-		b := e.reg("rd")
-		e.op("cvt.u64.u16", b, h)
-		return val{decodeNarrow(ptxArith{e}, narrowOf[dt], b), false}
+		w := e.reg("rd")
+		e.op("cvt.u64.u16", w, b)
+		return val{decodeNarrow(ptxArith{e}, narrowOf[dt], w), false}
 	}
-	panic(fmt.Sprintf("decode: dtype %s", dt))
+	panic(fmt.Sprintf("fromBits: dtype %s", dt))
 }
 
 // store writes a tile, encoding exactly as numerics.Encode: nearest even, fp8 saturating,
@@ -309,11 +331,22 @@ func (g *gen) copyBits(x tile.Copy) {
 }
 
 func (g *gen) encode(dt numerics.DType, v val, addr, ok string) {
+	b := g.encodeBits(dt, v)
+	st := map[numerics.DType]string{numerics.F64: "st.global.f64", numerics.F32: "st.global.b32", numerics.I32: "st.global.s32",
+		numerics.F16: "st.global.b16", numerics.BF16: "st.global.b16"}[dt]
+	if st == "" {
+		st = "st.global.u8"
+	}
+	g.e.opIf(ok, st, "["+addr+"]", b)
+}
+
+// encodeBits encodes v as numerics.Encode does and returns the element's bit pattern: an .f64
+// for f64, a .b32 for f32 and i32, a .b16 (low byte for the one-byte dtypes) for the rest.
+func (g *gen) encodeBits(dt numerics.DType, v val) string {
 	e := g.e
-	at := "[" + addr + "]"
 	switch dt {
 	case numerics.F64:
-		e.opIf(ok, "st.global.f64", at, g.f64of(v))
+		return g.f64of(v)
 	case numerics.F32:
 		f := g.f32of(v)
 		p := e.reg("p")
@@ -322,7 +355,7 @@ func (g *gen) encode(dt numerics.DType, v val, addr, ok string) {
 		e.op("mov.b32", b, f)
 		c := e.reg("r")
 		e.op("selp.b32", c, "0x7FC00000", b, p)
-		e.opIf(ok, "st.global.b32", at, c)
+		return c
 	case numerics.F16, numerics.BF16:
 		h := g.halfBits(dt, v)
 		p := e.reg("p")
@@ -335,30 +368,28 @@ func (g *gen) encode(dt numerics.DType, v val, addr, ok string) {
 		e.op("mov.b16", canon, fmt.Sprintf("0x%04X", narrowOf[dt].nan))
 		c := e.reg("h")
 		e.op("selp.b16", c, canon, h, p)
-		e.opIf(ok, "st.global.b16", at, c)
+		return c
 	case numerics.F8E4M3, numerics.F8E5M2:
 		h := e.reg("h")
 		e.op("cvt.u16.u64", h, encodeNarrow(ptxArith{e}, narrowOf[dt], g.f64of(v)))
-		e.opIf(ok, "st.global.u8", at, h)
+		return h
 	case numerics.I8, numerics.I32:
 		s := g.truncSat(dt, v)
 		r := e.reg("r")
 		e.op("cvt.u32.u64", r, s)
 		if dt == numerics.I32 {
-			e.opIf(ok, "st.global.s32", at, r)
-			return
+			return r
 		}
 		h := e.reg("h")
 		e.op("cvt.u16.u32", h, r)
-		e.opIf(ok, "st.global.u8", at, h)
+		return h
 	case numerics.Bool:
 		b := g.boolVal(v)
 		p := e.reg("p")
 		e.op("setp.neu.f32", p, b.reg, f32lit(0))
 		h := e.reg("h")
 		e.op("selp.b16", h, "1", "0", p)
-		e.opIf(ok, "st.global.u8", at, h)
-	default:
-		panic(fmt.Sprintf("encode: dtype %s", dt))
+		return h
 	}
+	panic(fmt.Sprintf("encode: dtype %s", dt))
 }

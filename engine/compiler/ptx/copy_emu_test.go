@@ -54,38 +54,41 @@ func TestMovementCopiesBitsEmulated(t *testing.T) {
 				return []*graph.Value{b.Op("concat", graph.Attrs{"axis": graph.Int(1)}, b.Input("x", dt, 3, 4), b.Input("y", dt, 3, 2))}
 			}},
 		} {
-			t.Run(fmt.Sprintf("%s/%s", tc.name, dt), func(t *testing.T) {
-				b := graph.NewBuilder("move")
-				b.Output(tc.build(b)...)
-				g, err := b.Build()
-				if err != nil {
-					t.Fatal(err)
-				}
-				in := map[string]*tensor.Tensor{}
-				for i, v := range g.Inputs {
-					in[v.Name] = tensor.New(dt, v.Type.Shape)
-					fill(in[v.Name], i)
-				}
-				want, err := ref.Run(g, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := compiler.Compile(g, compiler.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(p.Kernels) != 1 {
-					t.Fatalf("%d kernels", len(p.Kernels))
-				}
-				got := emulateSIMT(t, p, in)
-				if !bytes.Equal(got.Data, want[0].Data) {
-					for i := range got.Len() {
-						if got.Bits(i) != want[0].Bits(i) {
-							t.Fatalf("element %d: got %#x, want %#x (a movement op must copy bits)", i, got.Bits(i), want[0].Bits(i))
+			for _, stream := range []string{"on", "off"} { // the stream lowering, and the SIMT path's tile.Copy
+				t.Run(fmt.Sprintf("%s/%s/stream=%s", tc.name, dt, stream), func(t *testing.T) {
+					t.Setenv(streamEnv, stream)
+					b := graph.NewBuilder("move")
+					b.Output(tc.build(b)...)
+					g, err := b.Build()
+					if err != nil {
+						t.Fatal(err)
+					}
+					in := map[string]*tensor.Tensor{}
+					for i, v := range g.Inputs {
+						in[v.Name] = tensor.New(dt, v.Type.Shape)
+						fill(in[v.Name], i)
+					}
+					want, err := ref.Run(g, in)
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := compiler.Compile(g, compiler.Options{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(p.Kernels) != 1 {
+						t.Fatalf("%d kernels", len(p.Kernels))
+					}
+					got := emulateSIMT(t, p, in)
+					if !bytes.Equal(got.Data, want[0].Data) {
+						for i := range got.Len() {
+							if got.Bits(i) != want[0].Bits(i) {
+								t.Fatalf("element %d: got %#x, want %#x (a movement op must copy bits)", i, got.Bits(i), want[0].Bits(i))
+							}
 						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -94,9 +97,16 @@ func TestMovementCopiesBitsEmulated(t *testing.T) {
 // buffer starts poisoned (0xFF bytes, or 0x00 where 0xFF is itself expected).
 func emulateSIMT(t *testing.T, p *compiler.Program, in map[string]*tensor.Tensor) *tensor.Tensor {
 	t.Helper()
-	k := p.Kernels[0]
 	target := H100
 	target.SIMTOnly = true
+	out, _ := emulateWith(t, p, in, target)
+	return out
+}
+
+// emulateWith runs a one-kernel program's module for target (every CTA) in the emulator.
+func emulateWith(t *testing.T, p *compiler.Program, in map[string]*tensor.Tensor, target Target) (*tensor.Tensor, *Module) {
+	t.Helper()
+	k := p.Kernels[0]
 	mod, err := Generate(k, target)
 	if err != nil {
 		t.Fatal(err)
@@ -129,5 +139,5 @@ func emulateSIMT(t *testing.T, p *compiler.Program, in map[string]*tensor.Tensor
 	if err := emuRun(m, mod, global); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return out, mod
 }

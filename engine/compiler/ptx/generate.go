@@ -55,6 +55,15 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if m := generateRows(k, t); m != nil {
 		return m, nil
 	}
+	if m, err := generateReduce(k, t, shapes); m != nil || err != nil {
+		return m, err
+	}
+	if m, err := generateTranspose(k, t, shapes); m != nil || err != nil {
+		return m, err
+	}
+	if m, err := generateStream(k, t, shapes); m != nil || err != nil {
+		return m, err
+	}
 	g := &gen{k: k, t: t, entry: entryName(k.Name), shapes: shapes, threads: simtThreads, bases: map[tile.Reg]string{}}
 	if err := g.checkLimits(); err != nil {
 		return nil, err

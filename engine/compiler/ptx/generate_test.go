@@ -31,7 +31,7 @@ func catalogueKernels(t *testing.T, fn func(spec golden.Spec, p *compiler.Progra
 // TestCatalogueGeneratesWellFormedPTX generates every catalogue kernel on both paths: the
 // default (tensor cores for f16/bf16 MMAs) and SIMT only.
 func TestCatalogueGeneratesWellFormedPTX(t *testing.T) {
-	n, tensor := 0, map[string]bool{}
+	n, tensor, stream := 0, map[string]bool{}, map[string]bool{}
 	simt := H100
 	simt.SIMTOnly = true
 	catalogueKernels(t, func(s golden.Spec, _ *compiler.Program, k *tile.Kernel) {
@@ -46,6 +46,29 @@ func TestCatalogueGeneratesWellFormedPTX(t *testing.T) {
 			}
 			if m.Path == "simt-rows" && !target.SIMTOnly {
 				continue // the fast row kernels' launch shapes: rows_fast_test.go
+			}
+			if m.Path == "simt-transpose" {
+				if m.Grid[0] < 1 || m.Grid[1] != 1 || m.Threads != transposeThreads || m.SharedBytes < transposeTile*transposePitch {
+					t.Errorf("%s kernel %s: transpose launch shape %v x %d, %d bytes", s.Name, k.Name, m.Grid, m.Threads, m.SharedBytes)
+				}
+				stream[s.Op] = true
+				continue
+			}
+			if m.Path == "simt-reduce" {
+				// Rows of tiles folded at once; the grid from the shape alone.
+				if m.Grid[0] < 1 || m.Grid[1] != 1 || m.Threads != reduceThreads || m.SharedBytes < 8 {
+					t.Errorf("%s kernel %s: reduce launch shape %v x %d, %d bytes", s.Name, k.Name, m.Grid, m.Threads, m.SharedBytes)
+				}
+				stream[s.Op] = true
+				continue
+			}
+			if m.Path == "simt-stream" {
+				// Grid-stride loops: a grid sized from the SM count, no shared memory.
+				if m.Grid[0] < 1 || m.Grid[0] > target.SMs*streamCTAsPerSM || m.Grid[1] != 1 || m.Threads != streamThreads || m.SharedBytes != 0 {
+					t.Errorf("%s kernel %s: stream launch shape %v x %d, %d bytes", s.Name, k.Name, m.Grid, m.Threads, m.SharedBytes)
+				}
+				stream[s.Op] = true
+				continue
 			}
 			wantPath := "simt"
 			if !target.SIMTOnly && strings.Contains(m.PTX, "mma.sync") {
@@ -69,6 +92,11 @@ func TestCatalogueGeneratesWellFormedPTX(t *testing.T) {
 			t.Errorf("no %s kernel took the tensor-core path (have %v)", want, tensor)
 		}
 	}
+	for _, want := range []string{"add", "exp", "cast", "gelu", "transpose", "slice", "concat", "reshape", "reduce_sum", "reduce_max", "reduce_mean"} {
+		if !stream[want] {
+			t.Errorf("no %s kernel took the stream or reduce path", want)
+		}
+	}
 	for op := range tensor {
 		if !strings.HasSuffix(op, "f16") {
 			t.Errorf("%s took the tensor-core path: only f16/bf16 operands may", op)
@@ -78,6 +106,7 @@ func TestCatalogueGeneratesWellFormedPTX(t *testing.T) {
 
 // TestCheckerCatchesMistakes proves the checker is not vacuous: each planted defect fails it.
 func TestCheckerCatchesMistakes(t *testing.T) {
+	t.Setenv(streamEnv, "off") // the plants below are written against the SIMT path's text
 	g := graph.NewBuilder("relu")
 	x := g.Input("x", numerics.F32, 5, 7)
 	g.Output(g.Op("relu", nil, x))

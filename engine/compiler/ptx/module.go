@@ -14,10 +14,13 @@ type Target struct {
 	// the CPU backend's; otherwise MMAs on f16/bf16 tiles use tensor cores (mma.sync), which
 	// add each group of 16 products in the hardware's own order (docs/ptx.md).
 	SIMTOnly bool
+	// SMs is the device's multiprocessor count, which sizes the grids of grid-stride kernels
+	// (stream.go) whose results do not depend on the grid; 0 means the H100's 132.
+	SMs int
 }
 
 // H100 is the default target: sm_90 with PTX ISA 8.0 (CUDA 12.0+ drivers accept it).
-var H100 = Target{SM: 90, PTXVersion: "8.0"}
+var H100 = Target{SM: 90, PTXVersion: "8.0", SMs: 132}
 
 // Arch is the .target string, e.g. "sm_90" or "sm_90a".
 func (t Target) Arch() string { return "sm_" + itoa(t.SM) + t.ArchSuffix }
@@ -37,7 +40,7 @@ type Module struct {
 	Grid        [3]int
 	Threads     int
 	SharedBytes int
-	Path        string // "simt", "mma.sync" (some MMA on tensor cores) or "wgmma": which code path produced it
+	Path        string // "simt", "mma.sync", "wgmma", "simt-rows", "simt-stream", "simt-reduce", "simt-transpose": which code path produced it
 	// Tile names the tiling of a dedicated kernel (gemm_*.go), e.g. "wgmma 128x256x64
 	// stages=4 wait=1", which may differ from the Tile IR's own tile (the schedule's BM/BN/BK):
 	// the dedicated kernels compute the same function with the tile they support. Empty for

@@ -24,17 +24,20 @@ func (g *gen) unary(x tile.Unary) error {
 	if _, ok := unaryF64(goArith{}, string(x.Op), 0); !ok {
 		return g.unsupported("unary op %q", x.Op)
 	}
-	intOp := x.DType.IsInt() && (x.Op == tile.Neg || x.Op == tile.Abs || x.Op == tile.Relu)
 	g.forEach(g.elems(x.Dst), func(idx string) {
-		v := g.read(x.Src, idx)
-		if intOp {
-			g.write(x.Dst, idx, g.intVal(g.wrapInt(x.DType, g.intUnary(x.Op, g.toInt(v)))))
-			return
-		}
-		y, _ := unaryF64(ptxArith{g.e}, string(x.Op), g.f64of(v))
-		g.write(x.Dst, idx, g.roundTo(x.DType, val{y, false}))
+		g.write(x.Dst, idx, g.unaryVal(x.Op, x.DType, g.read(x.Src, idx)))
 	})
 	return nil
+}
+
+// unaryVal is one element of a Unary: neg/abs/relu of ints exactly in .s64 then wrapped,
+// everything else in f64 by the math library, then rounded to dt.
+func (g *gen) unaryVal(op tile.UnaryOp, dt numerics.DType, v val) val {
+	if dt.IsInt() && (op == tile.Neg || op == tile.Abs || op == tile.Relu) {
+		return g.intVal(g.wrapInt(dt, g.intUnary(op, g.toInt(v))))
+	}
+	y, _ := unaryF64(ptxArith{g.e}, string(op), g.f64of(v))
+	return g.roundTo(dt, val{y, false})
 }
 
 func (g *gen) intUnary(op tile.UnaryOp, v string) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +41,12 @@ type emuModule struct {
 	code   []emuInstr
 	labels map[string]int
 	nregs  int
+	consts []byte         // the .const tables, back to back (address space emuConst)
+	tables map[string]int // table name -> byte offset in consts
 }
+
+// emuConstDecl is one ".const .align 8 .b64 NAME[N] = { v, v, ... };" the generator writes.
+var emuConstDecl = regexp.MustCompile(`(?s)\.const \.align 8 \.b64 (\w+)\[(\d+)\] = \{(.*?)\};`)
 
 // emuParse reads the body of a generated module.
 func emuParse(text string) (*emuModule, error) {
@@ -53,7 +59,22 @@ func emuParse(text string) (*emuModule, error) {
 		regs[name] = len(regs)
 		return regs[name]
 	}
-	body := text[strings.Index(text, "{\n")+2:]
+	m.tables = map[string]int{}
+	for _, d := range emuConstDecl.FindAllStringSubmatch(text, -1) {
+		m.tables[d[1]] = len(m.consts)
+		for _, v := range strings.Split(d[3], ",") {
+			x, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(v), "0x"), 16, 64)
+			if err != nil {
+				return nil, fmt.Errorf("const table %s: %v", d[1], err)
+			}
+			m.consts = binary.LittleEndian.AppendUint64(m.consts, x)
+		}
+	}
+	entry := strings.Index(text, ".visible .entry")
+	if entry < 0 {
+		return nil, fmt.Errorf("no .entry")
+	}
+	body := text[entry+strings.Index(text[entry:], "{\n")+2:]
 	for _, line := range strings.Split(body, "\n") {
 		s := strings.TrimSpace(line)
 		if s == "" || s == "}" || strings.HasPrefix(s, "//") || strings.HasPrefix(s, ".reg") {
@@ -115,7 +136,7 @@ func emuOperandOf(a string, reg func(string) int) (emuOperand, error) {
 			o.imm = uint64(n)
 		}
 		return o, nil
-	case a == "%tid.x" || a == "%ctaid.x" || a == "tq_smem":
+	case a == "%tid.x" || a == "%ctaid.x" || a == "tq_smem" || strings.HasPrefix(a, "tq_"):
 		return emuOperand{kind: 's', name: a}, nil
 	case strings.HasPrefix(a, "$L"):
 		return emuOperand{kind: 'l', name: a}, nil
@@ -170,6 +191,9 @@ type emuCTA struct {
 
 const emuSpace = 40
 
+// emuConst is the address-space tag (above every param's) of the .const tables.
+const emuConst = 1 << 20
+
 // emuRun runs every CTA of a module, one after the other, with threads threads each.
 func emuRun(m *emuModule, mod *Module, global [][]byte) error {
 	for c := range mod.Grid[0] {
@@ -211,6 +235,19 @@ func emuHalf(dt numerics.DType, f float32) uint64 {
 	return numerics.Encode(dt, float64(f))
 }
 
+// emuTrunc converts toward zero, saturating to [lo, hi], NaN to 0, as cvt.rzi does.
+func emuTrunc(f float64, lo, hi int64) int64 {
+	switch {
+	case f != f:
+		return 0
+	case f <= float64(lo):
+		return lo
+	case f >= float64(hi):
+		return hi
+	}
+	return int64(f)
+}
+
 func (c *emuCTA) thread(tid int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -230,18 +267,30 @@ func (c *emuCTA) thread(tid int) (err error) {
 				return uint64(tid)
 			case "%ctaid.x":
 				return uint64(c.ctaid)
+			case "tq_smem":
+				return 0 // shared addresses start at 0
 			}
-			return 0 // tq_smem: shared addresses start at 0
+			if off, ok := c.m.tables[o.name]; ok {
+				return emuConst<<emuSpace | uint64(off)
+			}
+			panic(fmt.Sprintf("unknown symbol %s", o.name))
 		}
 		panic(fmt.Sprintf("operand kind %c has no value", o.kind))
 	}
 	mem := func(o emuOperand, n int, shared bool) []byte {
 		addr := regs[o.reg] + o.imm
 		if shared {
-			if addr+uint64(n) > uint64(len(c.shared)) {
-				panic(fmt.Sprintf("shared access %d+%d beyond %d bytes", addr, n, len(c.shared)))
+			if addr+uint64(n) > uint64(len(c.shared)) || addr%uint64(n) != 0 {
+				panic(fmt.Sprintf("shared access %d+%d beyond %d bytes or misaligned", addr, n, len(c.shared)))
 			}
 			return c.shared[addr : addr+uint64(n)]
+		}
+		if addr>>emuSpace == emuConst {
+			off := addr & (1<<emuSpace - 1)
+			if off+uint64(n) > uint64(len(c.m.consts)) || off%uint64(n) != 0 {
+				panic(fmt.Sprintf("const access %d bytes at %d: outside the tables or misaligned", n, off))
+			}
+			return c.m.consts[off : off+uint64(n)]
 		}
 		buf, off := int(addr>>emuSpace)-1, addr&(1<<emuSpace-1)
 		if buf < 0 || buf >= len(c.global) || off+uint64(n) > uint64(len(c.global[buf])) || addr%uint64(n) != 0 {
@@ -311,6 +360,40 @@ func (c *emuCTA) thread(tid int) (err error) {
 			for i, r := range a[1].regs {
 				binary.LittleEndian.PutUint32(b[4*i:], uint32(regs[r]))
 			}
+		case "ld.global.v2.f64":
+			b := mem(a[1], 16, false)
+			for i, r := range a[0].regs {
+				regs[r] = binary.LittleEndian.Uint64(b[8*i:])
+			}
+		case "st.global.v2.f64":
+			b := mem(a[0], 16, false)
+			for i, r := range a[1].regs {
+				binary.LittleEndian.PutUint64(b[8*i:], regs[r])
+			}
+		case "ld.global.f32":
+			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, false))))
+		case "ld.global.s8": // sign-extended into the 16-bit register
+			set(uint64(uint16(int16(int8(mem(a[1], 1, false)[0])))))
+		case "st.global.s32":
+			binary.LittleEndian.PutUint32(mem(a[0], 4, false), uint32(x(1)))
+		case "ld.const.f64":
+			set(binary.LittleEndian.Uint64(mem(a[1], 8, false)))
+		case "ld.shared.f64":
+			set(binary.LittleEndian.Uint64(mem(a[1], 8, true)))
+		case "st.shared.f64":
+			binary.LittleEndian.PutUint64(mem(a[0], 8, true), x(1))
+		case "ld.shared.b16":
+			set(uint64(binary.LittleEndian.Uint16(mem(a[1], 2, true))))
+		case "st.shared.b16":
+			binary.LittleEndian.PutUint16(mem(a[0], 2, true), uint16(x(1)))
+		case "ld.shared.b32":
+			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, true))))
+		case "st.shared.b32":
+			binary.LittleEndian.PutUint32(mem(a[0], 4, true), uint32(x(1)))
+		case "ld.shared.u8":
+			set(uint64(mem(a[1], 1, true)[0]))
+		case "st.shared.u8":
+			mem(a[0], 1, true)[0] = byte(x(1))
 		case "ld.shared.f32":
 			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, true))))
 		case "st.shared.f32":
@@ -358,6 +441,59 @@ func (c *emuCTA) thread(tid int) (err error) {
 			} else {
 				set(x(2))
 			}
+		case "bfe.u32", "bfe.s32": // pos and len in 0..31, pos+len <= 32 (all the generator uses)
+			pos, n := x(2)&0xFF, x(3)&0xFF
+			f := (uint32(x(1)) >> pos) & (1<<n - 1)
+			if in.op == "bfe.s32" && n > 0 && f>>(n-1)&1 == 1 {
+				f |= ^uint32(0) << n
+			}
+			set(uint64(f))
+		case "cvt.s32.s16":
+			set(uint64(uint32(int32(int16(uint16(x(1)))))))
+		case "cvt.u64.u16":
+			set(x(1) & 0xFFFF)
+		case "cvt.u16.u64":
+			set(x(1) & 0xFFFF)
+		case "cvt.u64.u32":
+			set(x(1) & 0xFFFFFFFF)
+		case "cvt.rn.f32.s32":
+			set(b32(float32(int32(x(1)))))
+		case "cvt.rn.f64.s32":
+			set(b64(float64(int32(x(1)))))
+		case "cvt.rzi.s32.f64": // toward zero, saturating, NaN to 0 (PTX float-to-int)
+			set(uint64(uint32(int32(emuTrunc(dx(1), math.MinInt32, math.MaxInt32)))))
+		case "cvt.rzi.s64.f64":
+			set(uint64(emuTrunc(dx(1), math.MinInt64, math.MaxInt64)))
+		case "cvt.rni.f64.f64":
+			set(b64(math.RoundToEven(dx(1))))
+		case "min.s32":
+			set(uint64(uint32(min(int32(x(1)), int32(x(2))))))
+		case "max.s32":
+			set(uint64(uint32(max(int32(x(1)), int32(x(2))))))
+		case "setp.gt.s32":
+			set(bo(int32(x(1)) > int32(x(2))))
+		case "sub.s32":
+			set(uint64(uint32(x(1) - x(2))))
+		case "mul.lo.s32":
+			set(uint64(uint32(x(1) * x(2))))
+		case "neg.s64":
+			set(-x(1))
+		case "mul.lo.s64":
+			set(x(1) * x(2))
+		case "div.s64":
+			set(uint64(int64(x(1)) / int64(x(2))))
+		case "min.s64":
+			set(uint64(min(int64(x(1)), int64(x(2)))))
+		case "max.s64":
+			set(uint64(max(int64(x(1)), int64(x(2)))))
+		case "shr.s64":
+			set(uint64(int64(x(1)) >> min(x(2), 63)))
+		case "setp.ne.s64":
+			set(bo(x(1) != x(2)))
+		case "setp.neu.f32":
+			set(bo(fx(1) != fx(2)))
+		case "setp.neu.f64":
+			set(bo(dx(1) != dx(2)))
 		// 64-bit integers
 		case "mul.wide.s32":
 			set(uint64(int64(int32(x(1))) * int64(int32(x(2)))))
@@ -424,6 +560,10 @@ func (c *emuCTA) thread(tid int) (err error) {
 			default:
 				set(b32(max(p, q)))
 			}
+		case "setp.gt.f32":
+			set(bo(fx(1) > fx(2)))
+		case "setp.eq.f32":
+			set(bo(fx(1) == fx(2)))
 		case "setp.nan.f32":
 			set(bo(fx(1) != fx(1) || fx(2) != fx(2)))
 		case "cvt.f32.f16":

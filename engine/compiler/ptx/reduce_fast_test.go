@@ -1,0 +1,233 @@
+package ptx
+
+import (
+	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
+)
+
+// TestReduceEmulated runs the reduction lowering in the emulator against the SIMT path (same
+// bits: the same fold order) and the CPU backend, over rows (the last axis), columns (a leading
+// axis), both at once, ragged tiles, several rounds of tiles, every dtype.
+func TestReduceEmulated(t *testing.T) {
+	type tc struct {
+		shape []int
+		axes  []int64
+		attrs graph.Attrs
+	}
+	cases := []tc{
+		{[]int{5, 37}, []int64{1}, nil},       // rows, one ragged tile
+		{[]int{5, 37}, []int64{0}, nil},       // columns
+		{[]int{3, 600}, []int64{1}, nil},      // rows, three tiles, the last ragged
+		{[]int{600, 8}, []int64{0}, nil},      // columns, three tiles
+		{[]int{4, 6, 50}, []int64{0, 2}, nil}, // two axes: the general (scalar) form
+		{[]int{2, 9000}, []int64{1}, nil},     // 36 tiles at once
+		{[]int{1, 70000}, []int64{1}, nil},    // 274 tiles: two rounds of 256
+		{[]int{7, 64}, []int64{1}, graph.Attrs{"keepdims": graph.Bool(true)}},
+		{[]int{6, 40}, nil, nil}, // every axis
+	}
+	ops := []string{"reduce_sum", "reduce_max", "reduce_mean"}
+	n := 0
+	for _, dt := range numerics.All {
+		for _, op := range ops {
+			for ci, c := range cases {
+				if (ci == 5 || ci == 6) && dt != numerics.F32 && dt != numerics.BF16 {
+					continue
+				}
+				attrs := graph.Attrs{}
+				for k, v := range c.attrs {
+					attrs[k] = v
+				}
+				if c.axes != nil {
+					attrs["axes"] = graph.Ints(c.axes...)
+				}
+				g, ok := build(t, func(b *graph.Builder) *graph.Value { return b.Op(op, attrs, b.Input("x", dt, c.shape...)) })
+				if !ok {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/%s/%v/%v", op, dt, c.shape, c.axes), func(t *testing.T) {
+					checkFastPath(t, g, streamTarget, uint64(ci), "simt-reduce", 0)
+				})
+				if ci == 0 { // NaN, Inf, -0 in the fold
+					t.Run(fmt.Sprintf("%s/%s/specials", op, dt), func(t *testing.T) {
+						checkFastPath(t, g, streamTarget, uint64(ci), "simt-reduce", 16)
+					})
+				}
+				n++
+			}
+		}
+	}
+	// Accumulators other than the default: 16-bit (rounded every step) and int32 over int8
+	// (wrapped, then narrowed).
+	for _, c := range []struct {
+		dt, acc numerics.DType
+	}{{numerics.F32, numerics.BF16}, {numerics.BF16, numerics.F16}, {numerics.I8, numerics.I32}, {numerics.F32, numerics.F64}} {
+		g, ok := build(t, func(b *graph.Builder) *graph.Value {
+			return b.Op("reduce_sum", graph.Attrs{"axes": graph.Ints(1), "accum": graph.DTypeAttr(c.acc)}, b.Input("x", c.dt, 9, 300))
+		})
+		if !ok {
+			t.Fatalf("accum %s over %s does not build", c.acc, c.dt)
+		}
+		t.Run(fmt.Sprintf("accum-%s/%s", c.acc, c.dt), func(t *testing.T) { checkFastPath(t, g, streamTarget, 9, "simt-reduce", 0) })
+		n++
+	}
+	if n < 150 {
+		t.Errorf("only %d cases ran", n)
+	}
+}
+
+// TestReduceMovesSixteenBytes: on the bench shapes (f32 8192^2 over rows and over columns)
+// every load is 16 bytes, and the grid depends on the shape only.
+func TestReduceMovesSixteenBytes(t *testing.T) {
+	for _, op := range []string{"reduce_sum", "reduce_max"} {
+		for _, axis := range []int64{0, 1} {
+			g, ok := build(t, func(b *graph.Builder) *graph.Value {
+				return b.Op(op, graph.Attrs{"axes": graph.Ints(axis)}, b.Input("x", numerics.F32, 8192, 8192))
+			})
+			if !ok {
+				t.Fatal("does not build")
+			}
+			p, err := compiler.Compile(g, compiler.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var grids [][3]int
+			var texts []string
+			for _, sms := range []int{132, 7} {
+				target := H100
+				target.SMs = sms
+				m, err := Generate(p.Kernels[0], target)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Path != "simt-reduce" {
+					t.Fatalf("%s axis %d: path %s", op, axis, m.Path)
+				}
+				if err := checkPTX(m.PTX, len(p.Kernels[0].Params)); err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(m.PTX, "ld.global.f32 ") || strings.Count(m.PTX, "ld.global.v4.b32") < reduceUnroll+1 {
+					t.Errorf("%s axis %d: scalar loads or fewer than %d 16-byte loads in flight", op, axis, reduceUnroll)
+				}
+				grids, texts = append(grids, m.Grid), append(texts, m.PTX)
+			}
+			if grids[0] != grids[1] || texts[0] != texts[1] {
+				t.Errorf("%s axis %d: the grid or the code depends on the SM count: %v", op, axis, grids)
+			}
+		}
+	}
+}
+
+// TestReduceMaxSignedZeros: rows whose max is a zero of either sign, or NaN, where only the
+// exact max rule (+0 over -0, NaN wins) decides the bits; over rows and over columns.
+func TestReduceMaxSignedZeros(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	for _, dt := range []numerics.DType{numerics.F32, numerics.BF16, numerics.F64} {
+		for _, axis := range []int64{0, 1} {
+			g, ok := build(t, func(b *graph.Builder) *graph.Value {
+				return b.Op("reduce_max", graph.Attrs{"axes": graph.Ints(axis)}, b.Input("x", dt, 8, 600))
+			})
+			if !ok {
+				t.Fatal("does not build")
+			}
+			p, err := compiler.Compile(g, compiler.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := tensor.New(dt, []int{8, 600})
+			for i := range x.Len() {
+				r, c := i/600, i%600
+				v := -1.0 - float64(c%7)
+				switch {
+				case r%4 == 0: // all -0
+					v = negZero
+				case r%4 == 1 && c%5 == 0: // -0 and +0 as the max
+					v = []float64{negZero, 0}[c%2]
+				case r%4 == 2 && c == 599: // NaN in the last, ragged tile
+					v = math.NaN()
+				}
+				x.SetFloat64(i, v)
+			}
+			in := map[string]*tensor.Tensor{"x": x}
+			cpu, _ := backend.Get("cpu")
+			want, err := cpu.Run(p, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, mod := emulateWith(t, p, in, streamTarget)
+			if mod.Path != "simt-reduce" {
+				t.Fatalf("path %s", mod.Path)
+			}
+			for i := range got.Len() {
+				if got.Bits(i) != want[0].Bits(i) && !(dt == numerics.F64 && math.IsNaN(got.Float64(i)) && math.IsNaN(want[0].Float64(i))) {
+					t.Fatalf("%s axis %d: element %d: got %#x, want %#x", dt, axis, i, got.Bits(i), want[0].Bits(i))
+				}
+			}
+		}
+	}
+}
+
+// TestReduceRandomEmulated: seeded random shapes (ragged and 16-aligned dims), axes, ops and
+// dtypes on the reduction lowering against the SIMT path and the CPU backend.
+func TestReduceRandomEmulated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 2))
+	dts := []numerics.DType{numerics.F32, numerics.BF16, numerics.F16, numerics.F64, numerics.I32, numerics.I8}
+	ops := []string{"reduce_sum", "reduce_max", "reduce_mean"}
+	n := 0
+	for i := range 80 {
+		dt, op := dts[rng.IntN(len(dts))], ops[rng.IntN(len(ops))]
+		sh := make([]int, 1+rng.IntN(3))
+		for d := range sh {
+			sh[d] = 1 + rng.IntN(70)
+			if rng.IntN(2) == 0 {
+				sh[d] = 4 * (1 + rng.IntN(80)) // multiples of 4, up to 320 (two tiles)
+			}
+		}
+		for prod(sh) > 40000 { // keep the emulation short
+			big := 0
+			for d := range sh {
+				if sh[d] > sh[big] {
+					big = d
+				}
+			}
+			sh[big] /= 2
+		}
+		var axes []int64
+		for d := range sh {
+			if rng.IntN(2) == 0 {
+				axes = append(axes, int64(d))
+			}
+		}
+		if len(axes) == 0 {
+			axes = []int64{int64(rng.IntN(len(sh)))}
+		}
+		g, ok := build(t, func(b *graph.Builder) *graph.Value {
+			return b.Op(op, graph.Attrs{"axes": graph.Ints(axes...)}, b.Input("x", dt, sh...))
+		})
+		if !ok {
+			continue
+		}
+		p, err := compiler.Compile(g, compiler.Options{})
+		if err != nil || len(p.Kernels) != 1 {
+			continue
+		}
+		if m, err := Generate(p.Kernels[0], streamTarget); err != nil || m.Path != "simt-reduce" {
+			continue
+		}
+		n++
+		t.Run(fmt.Sprintf("%d/%s/%s/%v/%v", i, op, dt, sh, axes), func(t *testing.T) {
+			checkFastPath(t, g, streamTarget, uint64(i), "simt-reduce", 0)
+		})
+	}
+	if n < 50 {
+		t.Errorf("only %d random reductions took the reduction lowering", n)
+	}
+}
