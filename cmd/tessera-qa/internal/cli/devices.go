@@ -103,6 +103,12 @@ func newDevicesCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Kind, *d.GPU, d.MIGMode, d.Device, sms, mem, place)
 				}
 				w.Flush()
+				for _, d := range parts {
+					if d.Env != "" {
+						fmt.Fprintln(e.human(jsonPath), "SM partitions are green contexts of one process (TESSERA_CUDA_SMS=N places a process's CUDA backend on N SMs); memory bandwidth and L2 are shared, and processes placed on partitions of one GPU are not given disjoint SMs.")
+						break
+					}
+				}
 			}
 			return e.writeJSON(jsonPath, list)
 		}),
