@@ -21,6 +21,7 @@ const (
 	MonTempFiles  = "temp_files"        // files under the run's temporary directory
 	MonDeviceUsed = "device_used_bytes" // cuMemGetInfo total-free (--device cuda only)
 	MonAllocLive  = "alloc_live_bytes"  // the CUDA caching allocator's live bytes (--device cuda only)
+	MonModules    = "cuda_modules"      // kernels loaded in the process's CUDA contexts (--device cuda only)
 )
 
 // Allowances is how much a monitor may grow over a soak before monotone growth counts as a
@@ -35,6 +36,9 @@ var Allowances = map[string]float64{
 	MonTempFiles:  16,
 	MonDeviceUsed: 256 << 20,
 	MonAllocLive:  64 << 20,
+	// A job's pool compiles its kernels in the warm-up; a soak loads none after that unless
+	// the module cache misses (a key that changes per run) or kernels are re-loaded per run.
+	MonModules: 64,
 }
 
 // Sample is one reading of every monitor at time T (seconds since the soak started).
@@ -48,7 +52,7 @@ type Sample struct {
 // are counted; Device, when set, adds the device monitors.
 type Sampler struct {
 	TempDir string
-	Device  func() (used, allocLive float64, err error)
+	Device  func() (map[string]float64, error) // device monitors by name
 }
 
 // Read takes one sample.
@@ -64,8 +68,10 @@ func (s Sampler) Read(t float64, phase string) Sample {
 		v[MonTempFiles] = float64(countFiles(s.TempDir))
 	}
 	if s.Device != nil {
-		if used, live, err := s.Device(); err == nil {
-			v[MonDeviceUsed], v[MonAllocLive] = used, live
+		if dv, err := s.Device(); err == nil {
+			for k, x := range dv {
+				v[k] = x
+			}
 		}
 	}
 	return Sample{T: t, Phase: phase, Values: v}

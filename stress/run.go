@@ -113,8 +113,9 @@ type WorkerArgs struct {
 }
 
 // DeviceSampler returns the device monitors of bs when they are CUDA backends (lanes of one
-// device), else nil: the device's used memory, and the live bytes of every lane's allocator.
-func DeviceSampler(bs ...backend.Backend) func() (float64, float64, error) {
+// device), else nil: the device's used memory, and summed over the lanes the allocators' live
+// bytes and the loaded kernels.
+func DeviceSampler(bs ...backend.Backend) func() (map[string]float64, error) {
 	var cbs []*cuda.Backend
 	for _, b := range bs {
 		if cb, ok := b.(*cuda.Backend); ok && !slices.Contains(cbs, cb) {
@@ -124,16 +125,18 @@ func DeviceSampler(bs ...backend.Backend) func() (float64, float64, error) {
 	if len(cbs) == 0 {
 		return nil
 	}
-	return func() (float64, float64, error) {
-		var used, live float64
+	return func() (map[string]float64, error) {
+		v := map[string]float64{}
 		for _, cb := range cbs {
 			s, err := cb.Stats()
 			if err != nil {
-				return 0, 0, err
+				return nil, err
 			}
-			used, live = float64(s.DeviceTotal-s.DeviceFree), live+float64(s.Alloc.LiveBytes)
+			v[MonDeviceUsed] = float64(s.DeviceTotal - s.DeviceFree)
+			v[MonAllocLive] += float64(s.Alloc.LiveBytes)
+			v[MonModules] += float64(s.Modules)
 		}
-		return used, live, nil
+		return v, nil
 	}
 }
 
