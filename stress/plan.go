@@ -27,9 +27,10 @@ type Graph struct {
 // Plan is what every job runs: per job, a pool of graphs with their alone digests. Processes
 // read it from a file, so all of them judge against the same digests.
 type Plan struct {
-	Seed   uint64    `json:"seed,string"`
-	Device string    `json:"device"`
-	Jobs   [][]Graph `json:"jobs"`
+	Seed     uint64    `json:"seed,string"`
+	Device   string    `json:"device"`
+	Workload string    `json:"workload,omitempty"` // WorkloadGraphs (also "") or WorkloadTrain
+	Jobs     [][]Graph `json:"jobs"`
 }
 
 // maxBuildAttempts bounds how many seeds a pool slot tries before giving up on a graph the

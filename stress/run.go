@@ -52,6 +52,8 @@ type Options struct {
 	Progress io.Writer // live progress lines (nil: none)
 	Every    time.Duration
 	Plant    string // a deliberate fault in every job (PlantLeak)
+	// Workload is what the jobs run: WorkloadGraphs (default) or WorkloadTrain.
+	Workload string
 	// Pressure adds a pressure mode beside the jobs (pressure.go): PressureOOM, a memory hog;
 	// PressureCache, processes hammering one autotune cache. "" for none.
 	Pressure string
@@ -275,7 +277,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := checkPressure(o); err != nil {
 		return nil, err
 	}
-	plan, err := MakePlan(o.Backend, o.Seed, o.Jobs+hogPools(o), o.PerJob, o.Reps)
+	var (
+		plan *Plan
+		err  error
+	)
+	switch o.Workload {
+	case "", WorkloadGraphs:
+		plan, err = MakePlan(o.Backend, o.Seed, o.Jobs+hogPools(o), o.PerJob, o.Reps)
+	case WorkloadTrain:
+		if o.Pressure != "" {
+			return nil, errs.New(errs.Input, "stress: the %s workload runs without pressure (got %s)", WorkloadTrain, o.Pressure)
+		}
+		plan, err = MakeTrainPlan(ctx, o.Backend, o.Seed, o.Jobs, min(o.PerJob, 2), min(o.Reps, 2))
+	default:
+		return nil, errs.New(errs.Input, "stress: workload %q (want %s or %s)", o.Workload, WorkloadGraphs, WorkloadTrain)
+	}
 	if err != nil {
 		return nil, err
 	}

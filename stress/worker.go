@@ -75,15 +75,26 @@ func RunJob(ctx context.Context, opt JobOptions) error {
 		return errs.New(errs.Input, "stress: job %d not in plan (%d jobs)", opt.Job, len(opt.Plan.Jobs))
 	}
 	pool := opt.Plan.Jobs[opt.Job]
-	cases := make([]harness.Case, len(pool))
-	for i, g := range pool {
-		c, _, err := BuildCase(g.Seed, caseName(opt.Job, i), g.Digest)
-		if err != nil {
-			return err
-		}
-		cases[i] = c
-	}
 	rn := harness.Runner{Backend: opt.Backend, ArtifactsDir: opt.Replays}
+	// run runs pool entry k once and judges it.
+	var run func(k int) Event
+	if opt.Plan.Workload == WorkloadTrain {
+		run = func(k int) Event { return trainEvent(ctx, opt.Backend, opt.Job, k, pool[k]) }
+	} else {
+		cases := make([]harness.Case, len(pool))
+		for i, g := range pool {
+			c, _, err := BuildCase(g.Seed, caseName(opt.Job, i), g.Digest)
+			if err != nil {
+				return err
+			}
+			cases[i] = c
+		}
+		run = func(k int) Event {
+			r := rn.Run(cases[k])
+			return Event{Kind: "graph", Job: opt.Job, Graph: k, MS: r.Timing.TotalMS, Verdict: r.Verdict,
+				Code: r.ErrorCode, Reason: r.Reason, Replay: r.Replay}
+		}
+	}
 	t0 := time.Now()
 	if opt.WarmAll {
 		if err := warmAll(opt, rn); err != nil {
@@ -91,21 +102,19 @@ func RunJob(ctx context.Context, opt JobOptions) error {
 		}
 	}
 	if opt.Sampler != nil {
-		for _, c := range cases {
-			rn.Run(c)
+		for k := range pool {
+			run(k)
 		}
 		s := opt.Sampler.Read(since(t0), "before")
 		opt.Emit(Event{Kind: "sample", Job: opt.Job, Sample: &s})
 	}
 	next := time.Now().Add(opt.Interval)
 	for i := 0; time.Now().Before(opt.Until) && ctx.Err() == nil; i++ {
-		k := i % len(cases)
-		r := rn.Run(cases[k])
+		e := run(i % len(pool))
 		if opt.Plant == PlantLeak {
 			plantLeak()
 		}
-		opt.Emit(Event{Kind: "graph", Job: opt.Job, Graph: k, MS: r.Timing.TotalMS, Verdict: r.Verdict,
-			Code: r.ErrorCode, Reason: r.Reason, Replay: r.Replay})
+		opt.Emit(e)
 		if opt.Sampler != nil && time.Now().After(next) {
 			s := opt.Sampler.Read(since(t0), "during")
 			opt.Emit(Event{Kind: "sample", Job: opt.Job, Sample: &s})

@@ -129,6 +129,11 @@ var _ = Describe("stress on the CPU", Label("cpu"), func() {
 		clean(r, rep, 3)
 	})
 
+	It("runs 2 processes of training jobs for 3 s with every run's parameters and losses equal to its alone run", func() {
+		r, rep := soak("processes", 2, "3s", "--workload", "train")
+		clean(r, rep, 2)
+	})
+
 	It("catches a planted leak of a buffer per graph with the RSS monitor and exits 1", func() {
 		r, rep := soak("processes", 1, "4s", "--plant", stress.PlantLeak)
 		Expect(r.code).To(Equal(1), "stderr:\n%s", r.stderr)

@@ -25,7 +25,7 @@ func newStressCmd(e *env) *cobra.Command {
 	var (
 		jobs                        int
 		mode, device, out, jsonPath string
-		worker, plant               string
+		worker, plant, workload     string
 		pressure, cpuBudget         string
 		cacheCorrupt                bool
 		duration, interval          time.Duration
@@ -33,7 +33,7 @@ func newStressCmd(e *env) *cobra.Command {
 		perJob                      int
 	)
 	cmd := &cobra.Command{
-		Use:   "stress --jobs N --mode goroutines|processes|streams [--device cpu|cuda] --duration D [--pressure oom|cache] [--json FILE]",
+		Use:   "stress --jobs N --mode goroutines|processes|streams [--device cpu|cuda] --duration D [--workload graphs|train] [--pressure oom|cache] [--json FILE]",
 		Short: "Run N concurrent jobs of random graphs, compare every result with its alone run, watch for leaks",
 		Long: `Each job cycles through its own pool of seeded random graphs (harness/prop's generator). Before
 the soak every graph runs alone, one at a time, and its digest and latency are recorded (the
@@ -90,6 +90,12 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 			if duration <= 0 {
 				return usage(cmd, "--duration %s: need more than 0", duration)
 			}
+			if workload != stress.WorkloadGraphs && workload != stress.WorkloadTrain {
+				return usage(cmd, "--workload %q: want graphs or train", workload)
+			}
+			if workload == stress.WorkloadTrain && pressure != "" {
+				return usage(cmd, "--workload train runs without --pressure")
+			}
 			if plant != "" && plant != stress.PlantLeak {
 				return usage(cmd, "--plant %q: want %s", plant, stress.PlantLeak)
 			}
@@ -117,7 +123,7 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 			fmt.Fprintf(e.stderr, "stress: %d jobs (%s) on %s for %s; alone runs first; artifacts %s\n", jobs, mode, ch.Backend.Device(), duration, out)
 			rep, err := stress.Run(context.Background(), stress.Options{
 				Mode: mode, Jobs: jobs, Backend: ch.Backend, Duration: duration, Seed: seed, PerJob: perJob,
-				Interval: interval, OutDir: out, Progress: e.stderr, Plant: plant,
+				Interval: interval, OutDir: out, Progress: e.stderr, Plant: plant, Workload: workload,
 				Pressure: pressure, CPUBudget: budget, NoCorrupt: !cacheCorrupt,
 				Command: func(ctx context.Context, a string) *exec.Cmd {
 					args := []string{"stress", "--device", device, "--worker", a}
@@ -152,6 +158,7 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 	addJSONFlag(cmd, &jsonPath)
 	f.StringVar(&worker, "worker", "", "internal: run one job of a plan (JSON arguments)")
 	f.MarkHidden("worker")
+	f.StringVar(&workload, "workload", stress.WorkloadGraphs, "what each job runs: graphs (random graphs) or train (short training runs of the mlp)")
 	f.StringVar(&plant, "plant", "", "internal: plant a fault in every job (leak-per-graph)")
 	f.MarkHidden("plant")
 	return cmd
