@@ -69,17 +69,7 @@ func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err err
 	g.e = newEmitter()
 	g.pro = g.e
 	e := g.e
-	for i := range g.k.Params {
-		raw := e.reg("rd")
-		e.op("ld.param.u64", raw, fmt.Sprintf("[%s_p%d]", g.entry, i))
-		glob := e.reg("rd")
-		e.op("cvta.to.global.u64", glob, raw)
-		g.params = append(g.params, glob)
-	}
-	g.tid = e.reg("r")
-	e.op("mov.u32", g.tid, "%tid.x")
-	cta := e.reg("r")
-	e.op("mov.u32", cta, "%ctaid.x")
+	cta := g.paramsAndIDs()
 	g.smem = e.reg("r")
 	e.op("mov.u32", g.smem, "tq_smem")
 	rowsPerCTA := p.grp * p.w

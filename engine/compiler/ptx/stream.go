@@ -149,17 +149,7 @@ func (s *streamGen) module() (text string, err error) {
 	g := s.gen
 	g.e = newEmitter()
 	e := g.e
-	for i := range g.k.Params {
-		raw := e.reg("rd")
-		e.op("ld.param.u64", raw, fmt.Sprintf("[%s_p%d]", g.entry, i))
-		glob := e.reg("rd")
-		e.op("cvta.to.global.u64", glob, raw)
-		g.params = append(g.params, glob)
-	}
-	g.tid = e.reg("r")
-	e.op("mov.u32", g.tid, "%tid.x")
-	cta := e.reg("r")
-	e.op("mov.u32", cta, "%ctaid.x")
+	cta := g.paramsAndIDs()
 	s.gtid = e.reg("r")
 	e.op("mad.lo.s32", s.gtid, cta, itoa(streamThreads), g.tid)
 	for i := range s.plan.streams {
@@ -366,4 +356,22 @@ func (s *streamGen) compute(st *stream, c string, w int, raws [][]string) {
 			}
 		}
 	}
+}
+
+// paramsAndIDs starts a dedicated SIMT kernel (stream, reduce, transpose): every param loaded
+// as a global address into g.params, %tid.x into g.tid; it returns the register of %ctaid.x.
+func (g *gen) paramsAndIDs() string {
+	e := g.e
+	for i := range g.k.Params {
+		raw := e.reg("rd")
+		e.op("ld.param.u64", raw, fmt.Sprintf("[%s_p%d]", g.entry, i))
+		glob := e.reg("rd")
+		e.op("cvta.to.global.u64", glob, raw)
+		g.params = append(g.params, glob)
+	}
+	g.tid = e.reg("r")
+	e.op("mov.u32", g.tid, "%tid.x")
+	cta := e.reg("r")
+	e.op("mov.u32", cta, "%ctaid.x")
+	return cta
 }

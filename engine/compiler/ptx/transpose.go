@@ -106,17 +106,7 @@ func transposeModule(g *gen, p *transposePlan, ctas, shared int) (text string, e
 	g.pro = g.e
 	e := g.e
 	s := &streamGen{gen: g}
-	for i := range g.k.Params {
-		raw := e.reg("rd")
-		e.op("ld.param.u64", raw, fmt.Sprintf("[%s_p%d]", g.entry, i))
-		glob := e.reg("rd")
-		e.op("cvta.to.global.u64", glob, raw)
-		g.params = append(g.params, glob)
-	}
-	g.tid = e.reg("r")
-	e.op("mov.u32", g.tid, "%tid.x")
-	cta := e.reg("r")
-	e.op("mov.u32", cta, "%ctaid.x")
+	cta := g.paramsAndIDs()
 	g.smem = e.reg("r")
 	e.op("mov.u32", g.smem, "tq_smem")
 	// CTA -> (batch, tile of A, tile of B), B fastest.
