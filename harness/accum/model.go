@@ -55,3 +55,14 @@ func (m Model) Coef(k int) float64 {
 	chunks := (k + chunk - 1) / chunk
 	return float64(steps*m.Truncations)*math.Ldexp(1, -m.Bits) + float64(chunks+2)*f32Unit
 }
+
+// ForBackend is the accumulator model of the tensor-core kernels of an engine backend, by
+// its name: "cuda" (sm_90, the only GPU the engine targets) has HopperFP8; the CPU backend and
+// engine/ref accumulate exactly enough for the plain tolerances, so ok is false there and
+// their checks stay as strict as before.
+func ForBackend(name string) (m Model, ok bool) {
+	if name == "cuda" {
+		return HopperFP8, true
+	}
+	return Model{}, false
+}

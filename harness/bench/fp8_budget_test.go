@@ -92,4 +92,3 @@ func gpuTestCase(m, n, k int, out numerics.DType) func(t *testing.T) (*graph.Gra
 		return g, in
 	}
 }
-
