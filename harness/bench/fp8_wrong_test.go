@@ -153,3 +153,42 @@ func TestFP8BudgetFailsWrongKernels(t *testing.T) {
 		}
 	}
 }
+
+// cudaClass is an engine that reports itself as the H100 ("cuda/sm_90"), so that the bench
+// applies the fp8 accumulator's bound, while computing on the CPU.
+type cudaClass struct{ *fakeEngine }
+
+func (c cudaClass) Device() (Device, error) {
+	d, err := c.fakeEngine.Device()
+	d.Class = "cuda/sm_90"
+	return d, err
+}
+
+// TestBenchFP8GateUsesTheBound: on a cuda-class device the fp8gemm row is judged with the
+// bf16 default tolerance plus the accumulator's bound (both checks carry a bound), an exact
+// engine passes, and an engine whose element [0,0] is 2x+1 fails both checks; on the CPU
+// class the row keeps its plain tolerance (no bound).
+func TestBenchFP8GateUsesTheBound(t *testing.T) {
+	cases, err := Select(Selection{Ops: []string{"fp8gemm"}, Shapes: []string{"fp8gemm:16x24x272"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _, err := Run(cudaClass{newFake(t, 1)}, RefOracle{MS: 1}, cases, Options{Reps: 3, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rows[0]
+	if !r.Passed() || r.Check.BoundRMS <= 0 || r.RefCheck.BoundRMS <= 0 || r.Check.Tolerance != harness.DefaultTolerance(numerics.BF16) {
+		t.Errorf("exact engine on cuda class: %s; bound RMS %g / %g, tolerance %s", r.Verdict(), r.Check.BoundRMS, r.RefCheck.BoundRMS, r.Check.Tolerance)
+	}
+	bad := newFake(t, 1)
+	bad.corrupt = true
+	rows, _, _ = Run(cudaClass{bad}, RefOracle{MS: 1}, cases, Options{Reps: 3, Seed: 5})
+	if r := rows[0]; r.Check.Pass || r.RefCheck.Pass {
+		t.Errorf("corrupted engine on cuda class passed: %s", r.Verdict())
+	}
+	rows, _, _ = Run(newFake(t, 1), RefOracle{MS: 1}, cases, Options{Reps: 3, Seed: 5})
+	if r := rows[0]; !r.Passed() || r.Check.BoundRMS != 0 || r.RefCheck.BoundRMS != 0 {
+		t.Errorf("cpu class: %s, bound RMS %g / %g (want none)", r.Verdict(), r.Check.BoundRMS, r.RefCheck.BoundRMS)
+	}
+}
