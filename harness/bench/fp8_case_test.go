@@ -8,9 +8,10 @@ import (
 )
 
 // fp8GemmCase is the graph and the seeded inputs of one shape of TestGPUFP8GemmMatchesReference:
-// scaled_matmul of e4m3 a [M,K] and b [N,K] (normal, clipped to [-4,4]) with per-tensor
-// scales in [0.25,1), seed 7, and e4m3's special values planted: NaN (0x7F) at a[0,0] (row 0
-// of the output NaN), a[1..3,1] = 448, -448, 2^-9 and b[0..2, 2..4] = -224, 224, -2^-10.
+// scaled_matmul of e4m3 a [M,K] and b [N,K] (normal with mean 0 and deviation 4) with
+// per-tensor scales in [0.25,1), seed 7, and e4m3's special values planted: NaN (0x7F) at
+// a[0,0] (row 0 of the output NaN), a[1..3,1] = 448, -448, 2^-9 and b[0..2, 2..4] = -224,
+// 224, -2^-10.
 // TestH100ErrorsFitTheBudget rebuilds the GPU's inputs with it.
 func fp8GemmCase(m, n, k int, out numerics.DType) (*graph.Graph, map[string]*tensor.Tensor, error) {
 	b := graph.NewBuilder("fp8")
