@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
@@ -9,6 +10,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/ref"
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
 	"github.com/tessera-qa/tessera-qa/harness"
 	"github.com/tessera-qa/tessera-qa/harness/accum"
 )
@@ -73,7 +75,21 @@ func TestGPUFP8GemmMatchesReference(t *testing.T) {
 		if !r.Pass {
 			t.Errorf("%s: %s", name, r.Reason)
 		}
-		t.Logf("%-22s max %d ulp, max |err| %.4g from engine/ref; error bound RMS %.4g, reference RMS %.4g",
-			name, r.MaxULP, r.MaxAbs, r.BoundRMS, r.RefRMS)
+		t.Logf("%-22s max %d ulp, max |err| %.4g from engine/ref; worst err/budget %.3f at %d; error bound RMS %.4g, reference RMS %.4g",
+			name, r.MaxULP, r.MaxAbs, budgetUse(got1[0], want[0], harness.DefaultTolerance(c.out), bound, r.Worst), r.Worst, r.BoundRMS, r.RefRMS)
 	}
+}
+
+// budgetUse is |got-want| / (atol + rtol*|want| + bound) at flat index i (the check's worst
+// element): how much of the budget the kernel used there; 0 for a NaN/Inf or missing element.
+func budgetUse(got, want *tensor.Tensor, tol harness.Tolerance, bound []float64, i int) float64 {
+	if i < 0 {
+		return 0
+	}
+	g, w := got.Float64(i), want.Float64(i)
+	d := math.Abs(g - w)
+	if math.IsNaN(d) || math.IsInf(d, 0) {
+		return 0
+	}
+	return d / (tol.ATol + tol.RTol*math.Abs(w) + bound[i])
 }
