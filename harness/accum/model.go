@@ -11,9 +11,10 @@ import "math"
 //
 // Each block FMA (one tensor-core instruction's k) aligns its operands to the largest
 // exponent and keeps Bits fraction bits, truncating (round toward zero) at Truncations places
-// (the alignment of the smaller operands and the normalisation of the result). A truncation
-// at Bits fraction bits loses less than 2^-Bits times the largest operand, and every operand
-// of a block is at most the chunk's sum of |products|, so a chunk errs by less than
+// (the alignment of the smaller operands, as one wide add, and the normalisation of the
+// result). A truncation at Bits fraction bits loses less than 2^-Bits times the largest
+// operand, and every operand of a block is at most the chunk's sum of |products| (truncation
+// toward zero never grows the running sum), so a chunk errs by less than
 // (Chunk/BlockK) * Truncations * 2^-Bits * sum over the chunk of |a_k*b_k|.
 type Model struct {
 	Name        string
