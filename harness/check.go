@@ -45,6 +45,9 @@ type CheckResult struct {
 	// guard compares ATol with.
 	RefRMS    float64   `json:"ref_rms"`
 	Tolerance Tolerance `json:"tolerance"`
+	// BoundRMS is the RMS of the per-element error bound of CheckBound (0 for Check), what
+	// the magnitude guard compares with RefRMS besides ATol.
+	BoundRMS float64 `json:"bound_rms,omitempty"`
 }
 
 // Check compares got with want under tol. Rules, in the order their failures are reported:
@@ -68,6 +71,38 @@ func Check(got, want *tensor.Tensor, tol Tolerance) CheckResult {
 		return r.fail(msg)
 	}
 	c := checker{dt: want.DType, tol: tol, got: got, want: want, r: &r}
+	c.run()
+	return c.verdict()
+}
+
+// CheckBound is Check with a per-element absolute error bound added to what tol allows:
+// element i matches when |got-want| <= ATol + RTol*|want| + bound[i] (ULP mode: within MaxULP
+// steps or within ATol + bound[i]). It is for results whose legitimate error depends on the
+// inputs of each element, not on its value: a K-reduction on an accumulator narrower than
+// f32, whose error scales with sum_k |a_ik*b_kj| (harness/accum). The magnitude guard also
+// applies to the bound: when RMS(bound) > Guard*RefRMS the check fails as meaningless. A
+// bound cannot widen a bitwise check, and it must have one finite value >= 0 per element.
+func CheckBound(got, want *tensor.Tensor, tol Tolerance, bound []float64) CheckResult {
+	r := CheckResult{Mode: modeOf(tol), Worst: -1, Tolerance: tol}
+	if err := tol.Validate(); err != nil {
+		r.Tolerance = Tolerance{}
+		return r.fail(err.Error())
+	}
+	if msg := structural(got, want); msg != "" {
+		return r.fail(msg)
+	}
+	switch {
+	case tol.Bitwise:
+		return r.fail("a per-element error bound cannot widen a bitwise check")
+	case len(bound) != want.Len():
+		return r.fail(fmt.Sprintf("error bound has %d elements, want %s has %d", len(bound), want.TypeString(), want.Len()))
+	}
+	for i, b := range bound {
+		if !(b >= 0) || math.IsInf(b, 0) {
+			return r.fail(fmt.Sprintf("error bound at %s is %g, want a finite number >= 0", index(i, want.Shape), b))
+		}
+	}
+	c := checker{dt: want.DType, tol: tol, got: got, want: want, r: &r, bound: bound}
 	c.run()
 	return c.verdict()
 }
@@ -121,6 +156,8 @@ type checker struct {
 	tol       Tolerance
 	got, want *tensor.Tensor
 	r         *CheckResult
+	// bound is CheckBound's per-element allowance, nil for Check.
+	bound []float64
 
 	worstScore float64
 	worstHard  bool
@@ -139,6 +176,9 @@ func (c *checker) run() {
 	}
 	if c.dt.IsFloat() {
 		c.r.RefRMS = finiteRMS(c.want)
+	}
+	if c.bound != nil {
+		c.r.BoundRMS = rms(c.bound)
 	}
 	if c.r.Worst >= 0 {
 		c.r.WorstGot = c.show(c.got, c.r.Worst)
@@ -167,17 +207,21 @@ func (c *checker) element(i int) {
 		}
 		u := numerics.ULPDistance(c.dt, ba, be)
 		c.r.MaxULP = max(c.r.MaxULP, u)
+		var extra float64
+		if c.bound != nil {
+			extra = c.bound[i]
+		}
 		if c.tol.MaxULP > 0 {
-			ok = u <= c.tol.MaxULP || d <= c.tol.ATol
+			ok = u <= c.tol.MaxULP || d <= c.tol.ATol+extra
 			score = float64(u) / float64(c.tol.MaxULP)
 		} else {
-			allowed := c.tol.ATol + c.tol.RTol*math.Abs(e)
+			allowed := c.tol.ATol + c.tol.RTol*math.Abs(e) + extra
 			ok = d <= allowed
 			score = ratio(d, allowed)
 		}
 		if !ok && c.firstSoft < 0 {
 			c.firstSoft = i
-			c.softDetail = c.excess(d, e, u)
+			c.softDetail = c.excess(d, e, u, extra)
 		}
 	}
 	if c.tol.Bitwise {
@@ -221,11 +265,17 @@ func ratio(d, allowed float64) float64 {
 	return d / allowed
 }
 
-func (c *checker) excess(d, e float64, u uint64) string {
+func (c *checker) excess(d, e float64, u uint64, extra float64) string {
+	var s string
 	if c.tol.MaxULP > 0 {
-		return fmt.Sprintf("%d ulp > %d and |diff| %g > atol %g", u, c.tol.MaxULP, d, c.tol.ATol)
+		s = fmt.Sprintf("%d ulp > %d and |diff| %g > atol %g", u, c.tol.MaxULP, d, c.tol.ATol+extra)
+	} else {
+		s = fmt.Sprintf("|diff| %g > %g", d, c.tol.ATol+c.tol.RTol*math.Abs(e)+extra)
 	}
-	return fmt.Sprintf("|diff| %g > %g", d, c.tol.ATol+c.tol.RTol*math.Abs(e))
+	if c.bound != nil {
+		s += fmt.Sprintf(" (error bound %g of it)", extra)
+	}
+	return s
 }
 
 // verdict applies the whole-tensor rules and composes the reason from every rule that failed.
@@ -250,6 +300,9 @@ func (c *checker) verdict() CheckResult {
 		if c.tol.ATol > g*r.RefRMS {
 			reasons = append(reasons, fmt.Sprintf("meaningless: atol %g exceeds %g x the reference RMS %g, so a zero output would pass; tighten atol (or use NoGuard for a legitimately tiny reference)",
 				c.tol.ATol, g, r.RefRMS))
+		} else if r.BoundRMS > g*r.RefRMS {
+			reasons = append(reasons, fmt.Sprintf("meaningless: the error bound's RMS %g exceeds %g x the reference RMS %g, so a zero output would pass",
+				r.BoundRMS, g, r.RefRMS))
 		} else if c.tol.MaxULP == 0 && c.tol.RTol >= 1 {
 			reasons = append(reasons, fmt.Sprintf("meaningless: rtol %g >= 1 lets a zero output pass every element", c.tol.RTol))
 		}
@@ -277,6 +330,22 @@ func oneValue(t *tensor.Tensor) bool {
 		}
 	}
 	return true
+}
+
+// rms is the root mean square of v (finite values >= 0, as CheckBound requires).
+func rms(v []float64) float64 {
+	var peak float64
+	for _, x := range v {
+		peak = math.Max(peak, x)
+	}
+	if peak == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range v {
+		sum += (x / peak) * (x / peak)
+	}
+	return peak * math.Sqrt(sum/float64(len(v)))
 }
 
 // finiteRMS is the root mean square of t's finite values, scaled by the largest magnitude so

@@ -5,7 +5,8 @@
 //
 //	tolerance.go  Tolerance, DefaultTolerance, Bitwise, NoGuard, ForReduction (docs/tolerances.md)
 //	check.go      Check(got, want, tol) CheckResult: structure, NaN/Inf positions, constant
-//	              outputs, magnitude guard, allclose / ULP / bitwise, budget
+//	              outputs, magnitude guard, allclose / ULP / bitwise, budget; CheckBound adds a
+//	              per-element error bound (tensor-core accumulation, harness/accum)
 //	digest.go     Digests, CombinedDigest, CombineDigests
 //	env.go        Env, CaptureEnv
 //	inputs.go     Dist, RandomTensor, RandomInputs, SubSeed: same seed, same bits, anywhere

@@ -184,15 +184,38 @@ func TestSelect(t *testing.T) {
 func TestCheckParallelAgrees(t *testing.T) {
 	want := randomTensor(numerics.F32, []int{1 << 21}, 3, harness.Dist{Kind: harness.DistNormal})
 	tol := harness.DefaultTolerance(numerics.F32)
-	if r := checkParallel(want.Clone(), want, tol); !r.Pass || r.Elements != want.Len() {
+	if r := checkParallel(want.Clone(), want, tol, nil); !r.Pass || r.Elements != want.Len() {
 		t.Fatalf("identical tensors: %+v", r)
 	}
 	for _, at := range []int{0, 1<<20 + 5, 1<<21 - 1} {
 		got := want.Clone()
 		got.SetFloat64(at, got.Float64(at)+1)
-		r, whole := checkParallel(got, want, tol), harness.Check(got, want, tol)
+		r, whole := checkParallel(got, want, tol, nil), harness.Check(got, want, tol)
 		if r.Pass || whole.Pass || r.Worst != at || r.Mismatches != whole.Mismatches {
 			t.Errorf("planted at %d: parallel %+v, whole pass=%v worst=%d", at, r, whole.Pass, whole.Worst)
+		}
+	}
+}
+
+// TestCheckParallelSplitsTheBound: with a per-element bound, each part gets its own slice of
+// it: an error that only the bound at that element absorbs passes, and the same error one
+// element further (where the bound is 0) fails, in every part.
+func TestCheckParallelSplitsTheBound(t *testing.T) {
+	want := randomTensor(numerics.F32, []int{1 << 21}, 3, harness.Dist{Kind: harness.DistNormal})
+	tol := harness.DefaultTolerance(numerics.F32)
+	for _, at := range []int{0, 1<<20 + 5, 1<<21 - 2} {
+		bound := make([]float64, want.Len())
+		bound[at] = 0.5
+		got := want.Clone()
+		got.SetFloat64(at, got.Float64(at)+0.25)
+		if r := checkParallel(got, want, tol, bound); !r.Pass || r.BoundRMS <= 0 {
+			t.Errorf("error 0.25 within the bound 0.5 at %d: %s (bound RMS %g)", at, r.Reason, r.BoundRMS)
+		}
+		got = want.Clone()
+		got.SetFloat64(at+1, got.Float64(at+1)+0.25)
+		r, whole := checkParallel(got, want, tol, bound), harness.CheckBound(got, want, tol, bound)
+		if r.Pass || whole.Pass || r.Worst != at+1 {
+			t.Errorf("error 0.25 at %d where the bound is 0: parallel pass=%v worst=%d, whole pass=%v", at+1, r.Pass, r.Worst, whole.Pass)
 		}
 	}
 }

@@ -10,7 +10,8 @@
 //	engine.go    Engine, Device, CUDA: run and time on the CUDA backend (CUDA events)
 //	oracle.go    Oracle, Torch: one long-lived python running torch_bench.py (embedded),
 //	             a JSON-lines protocol with tensors passed as files
-//	check.go     checkParallel: harness.Check over large outputs, split across cores
+//	check.go     checkParallel: harness.Check (or CheckBound with a per-element bound) over large
+//	             outputs, split across cores
 //	run.go       Run, Row: per case, correctness first (torch, and engine/ref on a slice),
 //	             then timing, median of the reps
 //	report.go    PrintTable, NewReport (the bench JSON `report ingest` reads), CopyGBps

@@ -8,6 +8,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 	"github.com/tessera-qa/tessera-qa/harness"
+	"github.com/tessera-qa/tessera-qa/harness/accum"
 )
 
 var (
@@ -35,6 +36,11 @@ type opDef struct {
 	ownDTypes bool
 	// inputDTypes names the inputs whose dtype is not the case's (fp8gemm's f32 scales).
 	inputDTypes map[string]numerics.DType
+	// accumBound, when set, is the op's error bound over the whole output on a device whose
+	// tensor cores accumulate in fewer bits than f32 (harness/accum; fp8gemm): on such a
+	// device the checks use the output dtype's default tolerance plus a per-element bound
+	// instead of tol (runCase, refCheck).
+	accumBound func(m accum.Model, in map[string]*tensor.Tensor) ([]float64, error)
 }
 
 // inputDType is the dtype of input in in a case of dtype dt.
@@ -173,6 +179,11 @@ var ops = []opDef{
 		reduce: func(s []int) int { return s[2] },
 		tol:    func(_ numerics.DType, k int) harness.Tolerance { return tolReduce(bf16, k) }, // judged as its bf16 output
 		slice:  func(s []int, r int) [][]int { return [][]int{{r, s[2]}, {s[1], s[2]}, {}, {1}} },
+		// The whole 8192^3 output's bound by row norms (O((M+N)K)); the sliced reference check
+		// sums |a||b| exactly.
+		accumBound: func(m accum.Model, in map[string]*tensor.Tensor) ([]float64, error) {
+			return accum.ScaledMatmulNorms(m, in["a"], in["b"], in["scale_a"], in["scale_b"])
+		},
 	},
 	attentionDef("attention", false),
 	attentionDef("attention_causal", true),

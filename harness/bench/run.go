@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
@@ -13,6 +14,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/ref"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 	"github.com/tessera-qa/tessera-qa/harness"
+	"github.com/tessera-qa/tessera-qa/harness/accum"
 )
 
 // Options control a bench run.
@@ -203,8 +205,27 @@ func runCase(e Engine, o Oracle, c Case, opt Options, dev Device, dir string) (r
 		return r
 	}
 	tol := def.tol(c.DType, def.reduce(c.Shape))
-	r.Check = checkParallel(got, want, tol)
-	r.RefCheck, err = refCheck(def, c, inputs, got, tol, opt.RefRows)
+	model, bounded := accumModel(def, dev)
+	var bound []float64
+	if bounded {
+		// Twice the bound: torch's fp8 GEMM accumulates on the same tensor cores and may
+		// truncate in another order, each within the bound of the exact result.
+		tol = harness.DefaultTolerance(got.DType)
+		if bound, err = def.accumBound(model, inputs); err != nil {
+			r.Err = "error bound: " + err.Error()
+			return r
+		}
+		for i := range bound {
+			bound[i] *= 2
+		}
+	}
+	r.Check = checkParallel(got, want, tol, bound)
+	bound = nil // 512 MiB at 8192^2: free it before the reference check
+	var refModel *accum.Model
+	if bounded {
+		refModel = &model
+	}
+	r.RefCheck, err = refCheck(def, c, inputs, got, tol, opt.RefRows, refModel)
 	if err != nil {
 		r.Err = "engine/ref: " + err.Error()
 		return r
@@ -288,7 +309,10 @@ func buildGraph(def opDef, c Case, shapes [][]int) (*graph.Graph, error) {
 // refCheck runs engine/ref on the first rows of the case (each sliced input is a prefix of
 // the full input, the slice's output a prefix of the full output) and compares the engine's
 // output prefix with it.
-func refCheck(def opDef, c Case, inputs map[string]*tensor.Tensor, got *tensor.Tensor, tol harness.Tolerance, rows int) (harness.CheckResult, error) {
+//
+// With an accumulator model m (non-nil), the check adds m's per-element bound of the sliced
+// case (harness/accum.ForGraph: the exact sum of |a||b|) to tol.
+func refCheck(def opDef, c Case, inputs map[string]*tensor.Tensor, got *tensor.Tensor, tol harness.Tolerance, rows int, m *accum.Model) (harness.CheckResult, error) {
 	rows = min(rows, rowCount(def, c.Shape))
 	shapes := def.slice(c.Shape, rows)
 	g, err := buildGraph(def, c, shapes)
@@ -303,7 +327,27 @@ func refCheck(def opDef, c Case, inputs map[string]*tensor.Tensor, got *tensor.T
 	if err != nil {
 		return harness.CheckResult{}, err
 	}
+	if m != nil {
+		bound, ok, err := accum.ForGraph(*m, g, sliced)
+		if err != nil {
+			return harness.CheckResult{}, err
+		}
+		if ok {
+			return harness.CheckBound(prefix(got, outs[0].Shape), outs[0], tol, bound), nil
+		}
+	}
 	return harness.Check(prefix(got, outs[0].Shape), outs[0], tol), nil
+}
+
+// accumModel is the accumulator model of def's op on the bench's device (the backend named by
+// the first part of its class, "cuda/sm_90"); ok is false where the op has no bound or the
+// device accumulates exactly enough for the plain tolerance (the CPU, the fake engine).
+func accumModel(def opDef, dev Device) (accum.Model, bool) {
+	if def.accumBound == nil {
+		return accum.Model{}, false
+	}
+	backend, _, _ := strings.Cut(dev.Class, "/")
+	return accum.ForBackend(backend)
 }
 
 // rowCount is the extent of the dim the reference slice cuts (R, M or S).
