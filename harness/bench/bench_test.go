@@ -49,6 +49,19 @@ func (f *fakeEngine) Time(p *compiler.Program, in map[string]*tensor.Tensor, war
 
 var smallShapes = []string{"24x300", "matmul:16x24x32", "fp8gemm:16x24x32", "batch_matmul:2x8x8x16", "attention:1x2x16x8", "attention_causal:1x2x16x8"}
 
+// gpuBackend is the registered CUDA backend, or skips the test with the reason.
+func gpuBackend(t *testing.T) backend.Backend {
+	t.Helper()
+	gpu, err := backend.Get("cuda")
+	if err == nil {
+		err = gpu.Available()
+	}
+	if err != nil {
+		t.Skip("cuda unavailable: " + err.Error())
+	}
+	return gpu
+}
+
 func cpuBackend(t *testing.T) backend.Backend {
 	b, err := backend.Get("cpu")
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
@@ -22,13 +21,7 @@ import (
 // cores' 13-bit truncating accumulation (harness/accum, docs/numerics.md).
 // Without a GPU it skips.
 func TestGPUFP8GemmMatchesReference(t *testing.T) {
-	gpu, err := backend.Get("cuda")
-	if err == nil {
-		err = gpu.Available()
-	}
-	if err != nil {
-		t.Skip("cuda unavailable: " + err.Error())
-	}
+	gpu := gpuBackend(t)
 	target := ptx.H100
 	target.ArchSuffix = "a"
 	for _, c := range []struct {

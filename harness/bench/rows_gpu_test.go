@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
@@ -19,13 +18,7 @@ import (
 // the CPU backend's (the fast kernels sum in another order: a few ulp, not bit-identical).
 // Without a GPU it skips.
 func TestGPURowKernelsMatchGolden(t *testing.T) {
-	gpu, err := backend.Get("cuda")
-	if err == nil {
-		err = gpu.Available()
-	}
-	if err != nil {
-		t.Skip("cuda unavailable: " + err.Error())
-	}
+	gpu := gpuBackend(t)
 	cpu := cpuBackend(t)
 	files, err := golden.LoadAll(golden.Data())
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
@@ -23,13 +22,7 @@ import (
 // lowerings use the SIMT path's element routines and the Tile IR's reduction order, so f32
 // and narrower outputs are bit-identical. Without a GPU it skips.
 func TestGPUStreamKernelsMatchCPU(t *testing.T) {
-	gpu, err := backend.Get("cuda")
-	if err == nil {
-		err = gpu.Available()
-	}
-	if err != nil {
-		t.Skip("cuda unavailable: " + err.Error())
-	}
+	gpu := gpuBackend(t)
 	cpu := cpuBackend(t)
 	f32, bf16, f8, i8 := numerics.F32, numerics.BF16, numerics.F8E4M3, numerics.I8
 	type tc struct {
