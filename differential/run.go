@@ -303,21 +303,26 @@ func (rn Runner) judge(c Case, p *Prepared, e engineRun, w *WireResult, failure 
 }
 
 // accumBound is the per-element error bound of a case whose only op is a K-reduction on a
-// narrow tensor-core accumulator of the engine's backend (scaled_matmul on cuda:
-// harness/accum), nil otherwise. It is twice the engine's bound: on the GPU the oracle
-// (torch._scaled_mm, cuBLAS's fp8 GEMM) accumulates on the same hardware, and the two may
-// truncate in different orders, each within its own bound of the exact result.
+// narrow tensor-core accumulator (scaled_matmul on cuda: harness/accum), nil otherwise. Each
+// side that runs on the GPU adds one bound: the engine's cuda backend, and the oracle on cuda
+// (torch._scaled_mm is cuBLAS's fp8 GEMM, on the same hardware). Two GPU sides may truncate in
+// different orders, each within its own bound of the exact result; the CPU backend is exact.
 func (rn Runner) accumBound(c Case) ([]float64, error) {
-	if rn.Backend == nil {
-		return nil, nil
+	sides, m := 0, accum.Model{}
+	if rn.Backend != nil {
+		if bm, ok := accum.ForBackend(rn.Backend.Name()); ok {
+			sides, m = sides+1, bm
+		}
 	}
-	m, ok := accum.ForBackend(rn.Backend.Name())
-	if !ok {
+	if om, ok := accum.ForBackend(rn.Target.Device); ok {
+		sides, m = sides+1, om
+	}
+	if sides == 0 {
 		return nil, nil
 	}
 	bound, _, err := accum.ForGraph(m, c.Spec.Graph, c.Inputs)
 	for i := range bound {
-		bound[i] *= 2
+		bound[i] *= float64(sides)
 	}
 	return bound, err
 }
