@@ -159,7 +159,11 @@ func parseStress(file string, data []byte) (*Report, error) {
 			env[k] = v
 		}
 	}
-	p.Batch.Run = store.RunRow{Env: jsonString(env)}
+	class := "cuda"
+	if strings.HasPrefix(rep.Device, "cpu") {
+		class = "cpu"
+	}
+	p.Batch.Run = store.RunRow{DeviceClass: class, Env: jsonString(env)}
 	c.num("header", "duration_s", rep.DurationS)
 	c.num("header", "graphs_per_s", rep.GraphsPerSec)
 	m := func(metric, unit string, v float64, verdict, note string) {
@@ -215,10 +219,6 @@ func parseStress(file string, data []byte) (*Report, error) {
 	}
 	if len(rep.Replays) > 0 {
 		replay = c.ident("header", "replays", rep.Replays[0], false)
-	}
-	class := "cuda"
-	if strings.HasPrefix(rep.Device, "cpu") {
-		class = "cpu"
 	}
 	p.Batch.Results = []store.ResultRow{{Suite: StressSuite, Case: name, DeviceClass: class, Determinism: harness.DeterminismUnknown,
 		Backend: "stress", Device: rep.Device, Verdict: run, Reason: reason, ErrorCode: code, Seed: rep.Seed, Replay: replay,
