@@ -116,9 +116,12 @@ func TestPartitionsSection(t *testing.T) {
 	}
 	for _, pair := range []string{"FMA-bound (64 SMs) next to B FMA-bound", "FMA-bound (64 SMs) next to B bandwidth-bound",
 		"bandwidth-bound (64 SMs) next to B FMA-bound", "bandwidth-bound (64 SMs) next to B bandwidth-bound"} {
-		if !strings.Contains(part, `<svg class="chart" viewBox="0 0 960 260" width="960" height="260" role="img" aria-label="A `+pair) {
+		if !strings.Contains(part, `role="img" aria-label="A `+pair) {
 			t.Errorf("no interference chart for %s", pair)
 		}
+	}
+	if !strings.Contains(part, `data-group="interference"`) || !strings.Contains(part, `data-group="golden"`) {
+		t.Errorf("the partitions charts are not grouped")
 	}
 	for _, sms := range []int{32, 64} {
 		if !strings.Contains(part, fmt.Sprintf(`aria-label="%d SMs: specs differing from the whole GPU"`, sms)) {
@@ -133,5 +136,17 @@ func TestOverviewCountsMetricSections(t *testing.T) {
 	if !strings.Contains(out, `data-chaos="1" data-stress="4" data-partitions="2"`) {
 		i := strings.Index(out, `id="chaos-stress"`)
 		t.Errorf("overview counts: %.400s", out[max(i, 0):])
+	}
+}
+
+func TestByteMetricsAreDrawnInMiB(t *testing.T) {
+	c := metricChart("rss_bytes slope", []report.MetricRow{{Value: 3 << 20, Unit: "bytes/min"}, {Value: 5 << 20, Unit: "bytes/min"}}, 480, 220)
+	if c.YLabel != "MiB/min" || !strings.Contains(c.Points[1].Title, ": 5.000 MiB/min") {
+		t.Errorf("y label %q, point %q", c.YLabel, c.Points[1].Title)
+	}
+	for _, tk := range c.YTicks {
+		if strings.Contains(tk.Label, "e+") {
+			t.Errorf("tick %q", tk.Label)
+		}
 	}
 }

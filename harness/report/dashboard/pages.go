@@ -295,6 +295,12 @@ var stressGroups = []chartGroupSpec{
 	{ID: "pressure", Title: "Pressure modes", Takes: func(m string) bool { return strings.HasPrefix(m, "oom ") || strings.HasPrefix(m, "cache ") }},
 }
 
+// partitionsGroups: the metrics of parse/partitions.go, one chart per pair or SM count.
+var partitionsGroups = []chartGroupSpec{
+	{ID: "interference", Title: "A's throughput next to B, as a fraction of alone (1: no interference)", Takes: func(m string) bool { return strings.Contains(m, " next to ") }},
+	{ID: "golden", Title: "Golden catalogue specs whose bits differ from the whole GPU's (0: same bits)", Takes: func(m string) bool { return strings.HasSuffix(m, "from the whole GPU") }},
+}
+
 // partitionsNote is said wherever interference ratios are shown: they measure shared
 // resources, not a failure of SM isolation (design.md §10).
 const partitionsNote = "Green contexts isolate SMs only: memory bandwidth and L2 are shared, so a ratio below 1 where both neighbours stream memory is expected, not an isolation failure."
@@ -305,8 +311,8 @@ func (s *Site) metrics(ctx context.Context) (metricsData, error) {
 		{Kind: "chaos", Title: "Chaos", About: "fault injection scenarios: recovery time, lost work, verdict per run"},
 		{Kind: "stress", Title: "Stress", About: "concurrent workloads and soaks (tessera-qa stress --json): mismatches, leak slopes, latency under load, verdict per run",
 			Groups: stressGroups},
-		{Kind: "partitions", Title: "Partitions", About: "the partitions suite's Ginkgo report: throughput ratio (alone / next to a neighbour) per pair of SM partitions, and the golden catalogue's bits per SM count",
-			Note: partitionsNote},
+		{Kind: "partitions", Title: "Partitions", About: "the partitions suite's Ginkgo report: the interference ratio of each pair of SM partitions, and the golden catalogue's bits per SM count",
+			Note: partitionsNote, Groups: partitionsGroups},
 	} {
 		secs, err := s.db.Metrics(ctx, k.Kind)
 		if err != nil {
