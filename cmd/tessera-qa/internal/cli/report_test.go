@@ -209,3 +209,28 @@ func TestReportIngestStressAndPartitions(t *testing.T) {
 		}
 	}
 }
+
+// What `tessera-qa stress --json` writes today is what `report ingest` reads: the marker is
+// set and a fresh CPU run becomes a stress result and its metrics.
+func TestStressReportIngests(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "stress.json")
+	o := cli(t, "stress", "--jobs", "2", "--mode", "goroutines", "--duration", "1s", "--graphs-per-job", "2",
+		"--interval", "50ms", "--out", filepath.Join(dir, "out"), "--json", file)
+	if o.code != ExitOK {
+		t.Fatalf("exit %d\n%s", o.code, o.stderr)
+	}
+	db := filepath.Join(dir, "h.db")
+	o = cli(t, "report", "ingest", "--db", db, "--branch", "main", "--event", "nightly", file)
+	o.want(t, ExitOK, "")
+	if !strings.Contains(o.stdout, "(stress, ") {
+		t.Fatalf("ingest: %s", o.stdout)
+	}
+	o = cli(t, "report", "status", "--db", db, "--json", "-")
+	o.want(t, ExitOK, "")
+	var ov report.Overview
+	mustJSON(t, o.stdout, &ov)
+	if len(ov.Suites) != 1 || ov.Suites[0].Suite != "stress" || ov.Suites[0].Pass != 1 {
+		t.Errorf("status suites: %+v", ov.Suites)
+	}
+}
