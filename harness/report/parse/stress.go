@@ -39,6 +39,7 @@ type StressReport struct {
 	Schema       int             `json:"schema"`
 	Kind         string          `json:"kind"`
 	Mode         string          `json:"mode"`
+	Workload     string          `json:"workload"` // "graphs" (or absent), "train": not in stress.Report yet
 	Device       string          `json:"device"`
 	Jobs         int             `json:"jobs"`
 	Seed         string          `json:"seed"`
@@ -104,9 +105,13 @@ var stressShape = []string{"mode", "jobs", "graphs_per_s", "mismatches", "monito
 const maxJobs = 1 << 16
 
 // stressWorkload names a run's section: what it ran where, e.g. "processes x8 +oom on NVIDIA
-// H100 ...". Runs of the same workload on the same device line up as one series.
+// H100 ..." or "processes x2 train on cpu ...". Runs of the same workload on the same device
+// line up as one series.
 func stressWorkload(r *StressReport) string {
 	w := r.Mode + " x" + strconv.Itoa(r.Jobs)
+	if r.Workload != "" && r.Workload != "graphs" {
+		w += " " + r.Workload
+	}
 	if r.Pressure != "" {
 		w += " +" + r.Pressure
 	}
@@ -127,6 +132,7 @@ func parseStress(file string, data []byte) (*Report, error) {
 		return nil, c.err
 	}
 	c.ident("header", "mode", rep.Mode, true)
+	c.ident("header", "workload", rep.Workload, false)
 	c.ident("header", "device", rep.Device, true)
 	c.ident("header", "pressure", rep.Pressure, false)
 	c.ident("header", "seed", rep.Seed, false)

@@ -156,3 +156,19 @@ func TestStressReportsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// The train workload (stress --workload train) is another series than the graphs of the same
+// mode and jobs, once the report names it.
+func TestStressWorkloadNamesTheSection(t *testing.T) {
+	for workload, want := range map[string]string{"": "processes x2 on cpu", "graphs": "processes x2 on cpu", "train": "processes x2 train on cpu"} {
+		doc := `{"schema":1,"kind":"tessera-stress","mode":"processes","workload":"` + workload + `","device":"cpu","jobs":2,` +
+			`"graphs_per_s":1,"mismatches":0,"monitors":[],"latency":[],"pass":true}`
+		p, err := parse.Parse("stress.json", []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Batch.Results[0].Case; got != want {
+			t.Errorf("workload %q: case %q, want %q", workload, got, want)
+		}
+	}
+}
