@@ -63,8 +63,17 @@ type Options struct {
 	NoCorrupt bool
 }
 
+// ReportSchema and ReportKind mark a Report's JSON, so the reporter (harness/report/parse)
+// can tell a stress report from its other formats.
+const (
+	ReportSchema = 1
+	ReportKind   = "tessera-stress"
+)
+
 // Report is the verdict of a run (the CLI's table and its JSON).
 type Report struct {
+	Schema       int          `json:"schema"`
+	Kind         string       `json:"kind"`
 	Mode         string       `json:"mode"`
 	Device       string       `json:"device"`
 	Jobs         int          `json:"jobs"`
@@ -307,7 +316,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	hw := bufio.NewWriter(hf)
 	defer hw.Flush()
 
-	rep := &Report{Mode: o.Mode, Device: o.Backend.Device(), Jobs: o.Jobs, Seed: o.Seed, Artifacts: o.OutDir}
+	rep := &Report{Schema: ReportSchema, Kind: ReportKind, Mode: o.Mode, Device: o.Backend.Device(), Jobs: o.Jobs, Seed: o.Seed, Artifacts: o.OutDir}
 	c := &collector{t0: time.Now(), hist: json.NewEncoder(hw), graphs: map[int]*reservoir{}, samples: map[string][]Sample{}, rep: rep, last: map[string]float64{}}
 	until := time.Now().Add(o.Duration)
 	stopProgress := progress(o, c, until)

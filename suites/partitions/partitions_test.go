@@ -150,7 +150,7 @@ var _ = Describe("SM partitions (green contexts)", Label("gpu"), Ordered, func()
 			msg := fmt.Sprintf("A %s (%d SMs) next to B %s (%d SMs): throughput ratio %.3f (alone %v, with neighbour %v for %d reps)",
 				ak.name, parts[0].SMs, bk.name, parts[1].SMs, ratio, aloneT, withT, reps)
 			fmt.Fprintln(GinkgoWriter, msg)
-			AddReportEntry("interference", msg)
+			AddReportEntry("interference", interferenceEntry{Pair: fmt.Sprintf("A %s (%d SMs) next to B %s (%d SMs)", ak.name, parts[0].SMs, bk.name, parts[1].SMs), Ratio: ratio, AloneMS: millis(aloneT), LoadedMS: millis(withT), Reps: reps})
 			return ratio
 		}
 		computeOnCompute := measure(&fma, &fma)

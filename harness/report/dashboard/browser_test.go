@@ -91,7 +91,8 @@ func TestDashboardInChromium(t *testing.T) {
 			dom:  []string{`class="cell new-digest" data-status="new-digest" data-class="cpu/amd64"`, f.plan.NewDigest[:12]},
 			inks: map[string]int{"red": 300, "pale-green": 2000}},
 		{name: PageFlaky, dom: []string{`data-spec="` + f.plan.FlakySpec + `"`, "rank 3 digest differs"}},
-		{name: PageMetrics, dom: []string{`id="chaos" data-kind="chaos" data-sections="1"`, "no data yet", `<svg class="chart"`},
+		{name: PageMetrics, dom: []string{`id="chaos" data-kind="chaos" data-sections="1"`, `id="stress" data-kind="stress" data-sections="4"`,
+			`id="partitions" data-kind="partitions" data-sections="2"`, `data-group="latency"`, `<svg class="chart"`},
 			inks: map[string]int{"blue": 100}},
 	}
 

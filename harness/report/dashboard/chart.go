@@ -238,11 +238,17 @@ func metricChart(name string, rows []report.MetricRow, w, h int) chart {
 	unit := ""
 	in := plotIn{w: w, h: h, title: name, xLabel: fmt.Sprintf("runs, oldest to newest (%d)", len(rows))}
 	for _, r := range rows {
-		in.values = append(in.values, r.Value)
+		// Byte counts (the stress leak monitors) are drawn in MiB: tick labels of 2.2e+09
+		// do not fit the axis and are hard to read. The table keeps the bytes.
+		v, u := r.Value, r.Unit
+		if rest, ok := strings.CutPrefix(u, "bytes"); ok {
+			v, u = v/(1<<20), "MiB"+rest
+		}
+		in.values = append(in.values, v)
 		in.times = append(in.times, r.Run.Time)
 		in.titles = append(in.titles, fmt.Sprintf("%s  %s: %s %s %s", r.Run.Time.UTC().Format("2006-01-02 15:04"),
-			shortCommit(r.Run.Commit), fmtNum(r.Value), r.Unit, r.Verdict))
-		unit = r.Unit
+			shortCommit(r.Run.Commit), fmtNum(v), u, r.Verdict))
+		unit = u
 	}
 	in.yLabel = unit
 	in.pointClass = func(i int) string {

@@ -57,8 +57,8 @@ func TestMain(m *testing.M) {
 
 // sharedFixture is one SQLite store for the whole package: the synthetic history of
 // harness/report/synth (a 25% slowdown, a 3%-noise series, a changed digest, a flaky spec)
-// plus runs whose names and logs are hostile markup, and chaos metrics. Stress metrics are
-// left empty on purpose: that section must say "no data yet".
+// plus runs whose names and logs are hostile markup, chaos metrics, and the stress and
+// partitions reports of metrics_test.go.
 func sharedFixture(t testing.TB) *fixture {
 	t.Helper()
 	shared.once.Do(func() {
@@ -86,6 +86,9 @@ func buildFixture(dsn string) (*fixture, error) {
 		return nil, err
 	}
 	if err := writeHostile(ctx, db); err != nil {
+		return nil, err
+	}
+	if err := writeStressAndPartitions(ctx, db); err != nil {
 		return nil, err
 	}
 	return &fixture{dsn: dsn, plan: plan}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/harness/report"
@@ -25,15 +26,16 @@ const sparkLimit = 12
 
 type overviewData struct {
 	base
-	Ov        report.Overview
-	Suites    []suiteRow
-	OpenPerf  []perfRow
-	Blocking  int
-	Recent    []report.RunRef
-	Chaos     int // metric sections ingested
-	Stress    int
-	FlakyTop  []report.FlakySpec
-	FlakyMore int
+	Ov         report.Overview
+	Suites     []suiteRow
+	OpenPerf   []perfRow
+	Blocking   int
+	Recent     []report.RunRef
+	Chaos      int // metric sections ingested
+	Stress     int
+	Partitions int
+	FlakyTop   []report.FlakySpec
+	FlakyMore  int
 }
 
 type suiteRow struct {
@@ -81,7 +83,7 @@ func (s *Site) overview(ctx context.Context) (overviewData, error) {
 	if d.Recent, err = s.db.Runs(ctx, 8); err != nil {
 		return overviewData{}, err
 	}
-	for kind, n := range map[string]*int{"chaos": &d.Chaos, "stress": &d.Stress} {
+	for kind, n := range map[string]*int{"chaos": &d.Chaos, "stress": &d.Stress, "partitions": &d.Partitions} {
 		secs, err := s.db.Metrics(ctx, kind)
 		if err != nil {
 			return overviewData{}, err
@@ -258,40 +260,105 @@ type metricsData struct {
 
 type metricKind struct {
 	Kind, Title, About string
-	Sections           []metricSection
+	Note               string // a caveat shown under About (partitions: what green contexts share)
+	// Groups, when set, sort a section's charts under titled groups; a metric no group takes
+	// is in the section's table only. Without groups every metric gets a chart.
+	Groups   []chartGroupSpec
+	Sections []metricSection
+}
+
+type chartGroupSpec struct {
+	ID, Title string
+	Takes     func(metric string) bool
 }
 
 type metricSection struct {
 	report.MetricSection
-	Charts []chart // one per metric name
+	Groups []chartGroup
 }
 
+// chartGroup is a titled run of charts in a section ("" title: the kind's only group).
+type chartGroup struct {
+	ID, Title string
+	Charts    []chart // one per metric name
+}
+
+// stressGroups are the stress charts a reader looks for (issue 12): interference first, then
+// the leak monitors' slopes, then latency alone vs under load, then the pressure modes.
+// Growth rows stay in the table: the slope tells the trend, growth only the end points.
+var stressGroups = []chartGroupSpec{
+	{ID: "health", Title: "Mismatches, errors, leaks and throughput", Takes: func(m string) bool {
+		return m == "mismatches" || m == "errors" || m == "leaks" || m == "graphs_per_s"
+	}},
+	{ID: "leak-slopes", Title: "Leak slopes (worst source, per minute)", Takes: func(m string) bool { return strings.HasSuffix(m, " slope") }},
+	{ID: "latency", Title: "Latency alone vs under load (the job slowest under load)", Takes: func(m string) bool { return strings.HasPrefix(m, "latency ") }},
+	{ID: "pressure", Title: "Pressure modes", Takes: func(m string) bool { return strings.HasPrefix(m, "oom ") || strings.HasPrefix(m, "cache ") }},
+}
+
+// partitionsGroups: the metrics of parse/partitions.go, one chart per pair or SM count.
+var partitionsGroups = []chartGroupSpec{
+	{ID: "interference", Title: "A's throughput next to B, as a fraction of alone (1: no interference)", Takes: func(m string) bool { return strings.Contains(m, " next to ") }},
+	{ID: "golden", Title: "Golden catalogue specs whose bits differ from the whole GPU's (0: same bits)", Takes: func(m string) bool { return strings.HasSuffix(m, "from the whole GPU") }},
+}
+
+// partitionsNote is said wherever interference ratios are shown: they measure shared
+// resources, not a failure of SM isolation (design.md §10).
+const partitionsNote = "Green contexts isolate SMs only: memory bandwidth and L2 are shared, so a ratio below 1 where both neighbours stream memory is expected, not an isolation failure."
+
 func (s *Site) metrics(ctx context.Context) (metricsData, error) {
-	d := metricsData{base: s.base("Chaos and stress", PageMetrics)}
+	d := metricsData{base: s.base("Chaos, stress and partitions", PageMetrics)}
 	for _, k := range []metricKind{
 		{Kind: "chaos", Title: "Chaos", About: "fault injection scenarios: recovery time, lost work, verdict per run"},
-		{Kind: "stress", Title: "Stress", About: "concurrent workloads and soaks: throughput, leaks, verdict per run"},
+		{Kind: "stress", Title: "Stress", About: "concurrent workloads and soaks (tessera-qa stress --json): mismatches, leak slopes, latency under load, verdict per run",
+			Groups: stressGroups},
+		{Kind: "partitions", Title: "Partitions", About: "the partitions suite's Ginkgo report: the interference ratio of each pair of SM partitions, and the golden catalogue's bits per SM count",
+			Note: partitionsNote, Groups: partitionsGroups},
 	} {
 		secs, err := s.db.Metrics(ctx, k.Kind)
 		if err != nil {
 			return metricsData{}, err
 		}
 		for _, sec := range secs {
-			ms := metricSection{MetricSection: sec}
-			var names []string
-			by := map[string][]report.MetricRow{}
-			for _, r := range sec.Rows {
-				if _, ok := by[r.Metric]; !ok {
-					names = append(names, r.Metric)
-				}
-				by[r.Metric] = append(by[r.Metric], r)
-			}
-			for _, n := range names {
-				ms.Charts = append(ms.Charts, metricChart(n, by[n], 960, 260))
-			}
-			k.Sections = append(k.Sections, ms)
+			k.Sections = append(k.Sections, metricSection{MetricSection: sec, Groups: chartGroups(sec.Rows, k.Groups)})
 		}
 		d.Kinds = append(d.Kinds, k)
 	}
 	return d, nil
+}
+
+// chartGroups charts each metric of rows (in order of first appearance) under the first group
+// that takes it; without specs, all under one untitled group.
+func chartGroups(rows []report.MetricRow, specs []chartGroupSpec) []chartGroup {
+	var names []string
+	by := map[string][]report.MetricRow{}
+	for _, r := range rows {
+		if _, ok := by[r.Metric]; !ok {
+			names = append(names, r.Metric)
+		}
+		by[r.Metric] = append(by[r.Metric], r)
+	}
+	if len(specs) == 0 {
+		g := chartGroup{}
+		for _, n := range names {
+			g.Charts = append(g.Charts, metricChart(n, by[n], 960, 260))
+		}
+		return []chartGroup{g}
+	}
+	groups := make([]chartGroup, len(specs))
+	for _, n := range names {
+		for i, sp := range specs {
+			if sp.Takes(n) {
+				groups[i].Charts = append(groups[i].Charts, metricChart(n, by[n], 480, 220))
+				break
+			}
+		}
+	}
+	var out []chartGroup
+	for i, g := range groups {
+		if len(g.Charts) > 0 {
+			g.ID, g.Title = specs[i].ID, specs[i].Title
+			out = append(out, g)
+		}
+	}
+	return out
 }

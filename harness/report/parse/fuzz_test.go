@@ -17,12 +17,20 @@ import (
 // store. Whatever the input: no panic; a rejection is one line with code E_PARSE or E_INPUT
 // naming the file; an acceptance has rows, and everything in them is storable (PostgreSQL
 // refuses NUL and invalid UTF-8; the analyses need finite, non-negative numbers). Seeds:
-// testdata/fuzz/FuzzIngest (each kind of report and hostile ones) and the reporter's fixtures.
+// testdata/fuzz/FuzzIngest (each kind of report and hostile ones), the reporter's fixtures and
+// testdata/stress and testdata/ginkgo (stress reports, the partitions suite's entries).
 // That a rejected file leaves the store unchanged is checked on real stores by the report
 // package's TestIngestCorpus, over the same seeds.
 func FuzzIngest(f *testing.F) {
 	for _, name := range []string{"results.json", "ginkgo.json", "bench.json"} {
 		data, err := os.ReadFile(filepath.Join("..", "testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, name := range []string{"stress/soak-h100.json", "stress/oom-h100.json", "stress/cache-h100.json", "ginkgo/partitions-standin.json"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -61,6 +69,13 @@ func storable(t *testing.T, b *store.Batch) {
 		strs = append(strs, x.Key.Benchmark, x.Key.Device, x.Key.DType, x.Key.Shape, x.Unit)
 		nums = append(nums, x.Value, x.EngineMS, x.RefMS, x.Ratio, x.TFLOPS, x.GBps)
 		nums = append(nums, x.Samples...)
+	}
+	for _, m := range b.Metrics {
+		strs = append(strs, m.Kind, m.Name, m.Metric, m.Unit, m.Verdict, m.Note)
+		// Metrics may be negative (a leak monitor's slope), never NaN or infinite.
+		if math.IsNaN(m.Value) || math.IsInf(m.Value, 0) {
+			t.Fatalf("accepted metric %s = %g", m.Metric, m.Value)
+		}
 	}
 	for _, s := range b.Suites {
 		strs = append(strs, s.Suite)

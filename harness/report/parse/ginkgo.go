@@ -27,6 +27,7 @@ type ginkgoSpec struct {
 	State                   string
 	RunTime                 int64 // nanoseconds
 	NumAttempts             int
+	ReportEntries           []ginkgoEntry // the partitions suite's measurements (partitions.go)
 	Failure                 struct {
 		Message  string
 		Location struct {
@@ -82,7 +83,7 @@ func parseGinkgo(file string, data []byte) (*Report, error) {
 			}
 		}
 		for j, sp := range r.SpecReports {
-			if n++; n > MaxRows {
+			if n++; n+len(p.Batch.Metrics) > MaxRows {
 				c.failf("more than %d specs", MaxRows)
 				return nil, c.err
 			}
@@ -107,6 +108,9 @@ func parseGinkgo(file string, data []byte) (*Report, error) {
 				DurationMS: float64(sp.RunTime) / 1e6, Failure: text(sp.Failure.Message), Location: text(loc)}
 			p.Batch.Specs = append(p.Batch.Specs, row)
 			s.WallMS += row.DurationMS
+			if partitionEntries(c, w, sp.State, sp.ReportEntries, p); c.err != nil {
+				return nil, c.err
+			}
 			switch {
 			case sp.State == "passed":
 				s.Pass++

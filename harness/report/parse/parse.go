@@ -11,11 +11,12 @@ import (
 // Report is a validated file: the rows to write and what the file says about its run
 // (Batch.Run holds the file's own commit, machine, ... and may be partly empty).
 type Report struct {
-	Kind  string // "results", "ginkgo", "bench", "collectives", "chaos"
+	Kind  string // "results", "ginkgo", "bench", "collectives", "chaos", "stress"
 	Batch store.Batch
 }
 
-// Parse validates a report of any of the five kinds (results, Ginkgo, bench, collectives, chaos).
+// Parse validates a report of any of the six kinds (results, Ginkgo, bench, collectives, chaos,
+// stress).
 // Nothing it accepts can upset the store: names are bounded and free of control characters,
 // text is valid UTF-8 without NUL, numbers are finite and in range. Errors are one line,
 // E_PARSE or E_INPUT, naming the file and where.
@@ -43,6 +44,8 @@ func Parse(name string, data []byte) (*Report, error) {
 		p, err = parseCollectives(name, data, false)
 	case "chaos":
 		p, err = parseChaos(name, data)
+	case "stress":
+		p, err = parseStress(name, data)
 	}
 	if err != nil {
 		return nil, err
@@ -70,6 +73,9 @@ func sniff(name string, data []byte) (string, error) {
 		}
 		if string(bytes.TrimSpace(first["kind"])) == `"`+ChaosKind+`"` {
 			return "chaos", nil
+		}
+		if string(bytes.TrimSpace(first["kind"])) == `"`+StressKind+`"` || has(first, stressShape...) {
+			return "stress", nil
 		}
 		if _, ok := first["rows"]; ok {
 			return "bench", nil

@@ -49,7 +49,8 @@ func newReportCmd(e *env) *cobra.Command {
 		Use:   "report",
 		Short: "Results history: ingest reports, list regressions and flaky tests, acknowledge changes",
 		Long: `The results history (docs/reporter.md). "report ingest" stores Ginkgo JSON reports, harness
-results.json files and bench JSON; the other subcommands read what is stored, and "report ack"
+results.json files, bench JSON and the JSON of "tessera-qa collectives", "chaos" and "stress"; the
+other subcommands read what is stored, and "report ack"
 and "report baseline reset" record a person's decision with a reason.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
@@ -149,14 +150,15 @@ func newReportIngestCmd(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "ingest PATH...",
-		Short: "Store Ginkgo JSON reports, harness results.json files and bench JSON, one run per file",
+		Short: "Store Ginkgo JSON reports, results.json, bench, collectives, chaos and stress JSON, one run per file",
 		Long: `Validate each file and store it as one run, in one transaction: a file is stored whole or not
 at all, and a file that fails validation changes nothing. The kind is recognized from the
 content. A file already stored (same bytes and run metadata) is skipped. Every file is tried; the exit status is
 2 if any was refused.`,
 		Example: `  tessera-qa report ingest tessera-qa-out/results.json
   go tool ginkgo -r --json-report=ginkgo.json && tessera-qa report ingest ginkgo.json --event nightly
-  tessera-qa report ingest bench.json --db postgres://qa@db.internal/tessera`,
+  tessera-qa report ingest bench.json --db postgres://qa@db.internal/tessera
+  tessera-qa stress --jobs 8 --mode processes --duration 10m --json soak.json && tessera-qa report ingest soak.json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usage(cmd, "missing argument PATH")

@@ -181,3 +181,56 @@ func TestGateDoesNotBlockOnAnotherSeedsSmokeCases(t *testing.T) {
 		t.Fatalf("a new digest of the same computation must block (exit %d):\n%s", o.code, o.stdout)
 	}
 }
+
+// A stress report and the partitions suite's Ginkgo report, ingested and exported: the
+// metrics page has their sections (the real 8 x 10 minute H100 soak; the partitions report's
+// serialization is Ginkgo's, its numbers made up: harness/report/parse/partitions_test.go).
+func TestReportIngestStressAndPartitions(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "h.db")
+	parseData := "../../../../harness/report/parse/testdata/"
+	o := cli(t, "report", "ingest", "--db", db, "--branch", "main", "--event", "nightly",
+		parseData+"stress/soak-h100.json", parseData+"ginkgo/partitions-standin.json")
+	o.want(t, ExitOK, "")
+	for _, want := range []string{"(stress, 21 rows)", "(ginkgo, 9 rows)"} {
+		if !strings.Contains(o.stdout, want) {
+			t.Errorf("ingest output lacks %q:\n%s", want, o.stdout)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "site")
+	cli(t, "dashboard", "export", dir, "--db", db).want(t, ExitOK, "")
+	page, err := os.ReadFile(filepath.Join(dir, "metrics.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="stress" data-kind="stress" data-sections="1"`, `data-group="leak-slopes"`, `data-group="latency"`,
+		`id="partitions" data-kind="partitions" data-sections="2"`, "memory bandwidth and L2 are shared"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("metrics.html lacks %q", want)
+		}
+	}
+}
+
+// What `tessera-qa stress --json` writes today is what `report ingest` reads: the marker is
+// set and a fresh CPU run becomes a stress result and its metrics.
+func TestStressReportIngests(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "stress.json")
+	o := cli(t, "stress", "--jobs", "2", "--mode", "goroutines", "--duration", "1s", "--graphs-per-job", "2",
+		"--interval", "50ms", "--out", filepath.Join(dir, "out"), "--json", file)
+	if o.code != ExitOK {
+		t.Fatalf("exit %d\n%s", o.code, o.stderr)
+	}
+	db := filepath.Join(dir, "h.db")
+	o = cli(t, "report", "ingest", "--db", db, "--branch", "main", "--event", "nightly", file)
+	o.want(t, ExitOK, "")
+	if !strings.Contains(o.stdout, "(stress, ") {
+		t.Fatalf("ingest: %s", o.stdout)
+	}
+	o = cli(t, "report", "status", "--db", db, "--json", "-")
+	o.want(t, ExitOK, "")
+	var ov report.Overview
+	mustJSON(t, o.stdout, &ov)
+	if len(ov.Suites) != 1 || ov.Suites[0].Suite != "stress" || ov.Suites[0].Pass != 1 {
+		t.Errorf("status suites: %+v", ov.Suites)
+	}
+}
