@@ -75,6 +75,7 @@ type Report struct {
 	Schema       int          `json:"schema"`
 	Kind         string       `json:"kind"`
 	Mode         string       `json:"mode"`
+	Workload     string       `json:"workload,omitempty"` // WorkloadTrain; empty for graphs
 	Device       string       `json:"device"`
 	Jobs         int          `json:"jobs"`
 	Seed         uint64       `json:"seed,string"`
@@ -317,6 +318,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer hw.Flush()
 
 	rep := &Report{Schema: ReportSchema, Kind: ReportKind, Mode: o.Mode, Device: o.Backend.Device(), Jobs: o.Jobs, Seed: o.Seed, Artifacts: o.OutDir}
+	if o.Workload == WorkloadTrain {
+		rep.Workload = WorkloadTrain
+	}
 	c := &collector{t0: time.Now(), hist: json.NewEncoder(hw), graphs: map[int]*reservoir{}, samples: map[string][]Sample{}, rep: rep, last: map[string]float64{}}
 	until := time.Now().Add(o.Duration)
 	stopProgress := progress(o, c, until)
