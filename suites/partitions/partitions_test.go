@@ -116,50 +116,29 @@ var _ = Describe("SM partitions (green contexts)", Label("gpu"), Ordered, func()
 	})
 
 	It("(d) reports A's throughput next to a noisy neighbour as a ratio to alone", func() {
-		type kind struct {
-			name     string
-			n, iters int
-		}
-		fma := kind{"FMA-bound", 1 << 22, 2048}
-		bw := kind{"bandwidth-bound", 1 << 25, 1}
-		measure := func(ak, bk *kind) float64 {
-			a, err := green.NewJob(&parts[0], ak.n, ak.iters, 1)
-			Expect(err).NotTo(HaveOccurred())
-			defer a.Close()
-			_, err = a.Run(ctx, 2) // warm up (JIT, first touch)
-			Expect(err).NotTo(HaveOccurred())
-			const reps = 50
-			aloneT, err := a.Run(ctx, reps)
-			Expect(err).NotTo(HaveOccurred())
-			if bk == nil {
-				return 1
-			}
-			b, err := green.NewJob(&parts[1], bk.n, bk.iters, 2)
-			Expect(err).NotTo(HaveOccurred())
-			defer b.Close()
-			one, err := b.Run(ctx, 1)
-			Expect(err).NotTo(HaveOccurred())
-			bReps := int(3*aloneT/max(one, time.Microsecond)) + 2
-			done := make(chan error, 1)
-			go func() { _, err := b.Run(ctx, bReps); done <- err }()
-			time.Sleep(5 * time.Millisecond)
-			withT, err := a.Run(ctx, reps)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(<-done).To(Succeed())
-			ratio := float64(aloneT) / float64(withT)
-			msg := fmt.Sprintf("A %s (%d SMs) next to B %s (%d SMs): throughput ratio %.3f (alone %v, with neighbour %v for %d reps)",
-				ak.name, parts[0].SMs, bk.name, parts[1].SMs, ratio, aloneT, withT, reps)
-			fmt.Fprintln(GinkgoWriter, msg)
-			AddReportEntry("interference", interferenceEntry{Pair: fmt.Sprintf("A %s (%d SMs) next to B %s (%d SMs)", ak.name, parts[0].SMs, bk.name, parts[1].SMs), Ratio: ratio, AloneMS: millis(aloneT), LoadedMS: millis(withT), Reps: reps})
-			return ratio
-		}
-		computeOnCompute := measure(&fma, &fma)
-		measure(&fma, &bw)
-		measure(&bw, &fma)
-		measure(&bw, &bw)
+		computeOnCompute := interference(ctx, &parts[0], fmaBound, parts[1:2], fmaBound)
+		interference(ctx, &parts[0], fmaBound, parts[1:2], bwBound)
+		interference(ctx, &parts[0], bwBound, parts[1:2], fmaBound)
+		interference(ctx, &parts[0], bwBound, parts[1:2], bwBound)
 		AddReportEntry("isolation", isolationNote+": expect ~1.0 for compute next to compute, below 1 where both stream memory")
 		// SMs are isolated: a compute-bound job keeps most of its throughput next to another.
 		Expect(computeOnCompute).To(BeNumerically(">", 0.7), "SM isolation: FMA-bound A lost throughput next to an FMA-bound B")
+	})
+
+	It("(d) on 4 partitions of 32 SMs: A next to 3 streaming-bandwidth neighbours", func() {
+		quarters, err := green.Split(0, 4, 0)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() {
+			for i := range quarters {
+				quarters[i].Close()
+			}
+		})
+		Expect(quarters).To(HaveLen(4))
+		// A compute-bound job (the GEMM's side of the pair) keeps its SMs; a streaming
+		// job shares the memory bandwidth with the three others.
+		compute := interference(ctx, &quarters[0], fmaBound, quarters[1:], bwBound)
+		interference(ctx, &quarters[0], bwBound, quarters[1:], bwBound)
+		Expect(compute).To(BeNumerically(">", 0.7), "SM isolation: FMA-bound A on 32 SMs lost throughput next to 3 streaming neighbours")
 	})
 
 	It("(b) an illegal address in B's process kills only B's process", func() {
@@ -235,3 +214,55 @@ var _ = Describe("MIG partitions", Label("gpu"), func() {
 		Skip("MIG disabled on " + name)
 	})
 })
+
+// jobKind is a scale job's size: FMA-bound (many iterations per element, compute like a GEMM's
+// inner loop) or bandwidth-bound (one iteration per element, a streaming copy-and-scale).
+type jobKind struct {
+	name     string
+	n, iters int
+}
+
+var (
+	fmaBound = jobKind{"FMA-bound", 1 << 22, 2048}
+	bwBound  = jobKind{"bandwidth-bound", 1 << 25, 1}
+)
+
+// interference measures A's throughput (50 reps) alone, then while a job of kind bk runs on
+// every neighbour partition, and reports the ratio (a report entry the dashboard draws).
+func interference(ctx context.Context, a *green.Partition, ak jobKind, neighbours []green.Partition, bk jobKind) float64 {
+	GinkgoHelper()
+	ja, err := green.NewJob(a, ak.n, ak.iters, 1)
+	Expect(err).NotTo(HaveOccurred())
+	defer ja.Close()
+	_, err = ja.Run(ctx, 2) // warm up (JIT, first touch)
+	Expect(err).NotTo(HaveOccurred())
+	const reps = 50
+	aloneT, err := ja.Run(ctx, reps)
+	Expect(err).NotTo(HaveOccurred())
+	done := make(chan error, len(neighbours))
+	for i := range neighbours {
+		jb, err := green.NewJob(&neighbours[i], bk.n, bk.iters, uint64(2+i))
+		Expect(err).NotTo(HaveOccurred())
+		defer jb.Close()
+		one, err := jb.Run(ctx, 1)
+		Expect(err).NotTo(HaveOccurred())
+		bReps := int(3*aloneT/max(one, time.Microsecond)) + 2
+		go func() { _, err := jb.Run(ctx, bReps); done <- err }()
+	}
+	time.Sleep(5 * time.Millisecond)
+	withT, err := ja.Run(ctx, reps)
+	Expect(err).NotTo(HaveOccurred())
+	for range neighbours {
+		Expect(<-done).To(Succeed())
+	}
+	ratio := float64(aloneT) / float64(withT)
+	nb := fmt.Sprintf("B %s (%d SMs)", bk.name, neighbours[0].SMs)
+	if len(neighbours) > 1 {
+		nb = fmt.Sprintf("%d x B %s (%d SMs each)", len(neighbours), bk.name, neighbours[0].SMs)
+	}
+	e := interferenceEntry{Pair: fmt.Sprintf("A %s (%d SMs) next to %s", ak.name, a.SMs, nb), Ratio: ratio,
+		AloneMS: millis(aloneT), LoadedMS: millis(withT), Reps: reps}
+	fmt.Fprintln(GinkgoWriter, e.String())
+	AddReportEntry("interference", e)
+	return ratio
+}
