@@ -277,3 +277,58 @@ func TestReduceLanePairsEmulated(t *testing.T) {
 		t.Errorf("only %d cases ran", n)
 	}
 }
+
+// TestEmulatorPairShuffle: the emulator's shfl.sync honours its member mask: lane pairs that
+// branched apart from the rest of the warp exchange with each other (each lane reads its
+// partner's tid), the lanes that skipped keep their poison, and a lane outside the mask it
+// names is an error rather than a silent read.
+func TestEmulatorPairShuffle(t *testing.T) {
+	const text = `.visible .entry tq_t(
+	.param .u64 tq_t_p0
+)
+{
+	ld.param.u64 %rd1, [tq_t_p0];
+	mov.u32 %r1, %tid.x;
+	and.b32 %r2, %r1, 2;
+	setp.ne.u32 %p1, %r2, 0;
+	@%p1 bra $L_skip;
+	and.b32 %r3, %r1, 30;
+	mov.u32 %r4, 3;
+	shl.b32 %r5, %r4, %r3;
+	shfl.sync.bfly.b32 %r6, %r1, 1, 31, MASK;
+	mul.wide.s32 %rd2, %r1, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.b32 [%rd3], %r6;
+$L_skip:
+	ret;
+}
+`
+	run := func(mask string) ([]byte, error) {
+		m, err := emuParse(strings.Replace(text, "MASK", mask, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]byte, 4*64)
+		for i := range out {
+			out[i] = 0xEE
+		}
+		return out, emuRun(m, &Module{Grid: [3]int{1, 1, 1}, Threads: 64}, [][]byte{out})
+	}
+	out, err := run("%r5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tid := range 64 {
+		got := uint32(out[4*tid]) | uint32(out[4*tid+1])<<8 | uint32(out[4*tid+2])<<16 | uint32(out[4*tid+3])<<24
+		want := uint32(tid ^ 1)
+		if tid&2 != 0 {
+			want = 0xEEEEEEEE
+		}
+		if got != want {
+			t.Errorf("thread %d: got %#x, want %#x", tid, got, want)
+		}
+	}
+	if _, err := run("1"); err == nil || !strings.Contains(err.Error(), "member mask") {
+		t.Errorf("a lane outside its shuffle's member mask ran: %v", err)
+	}
+}
