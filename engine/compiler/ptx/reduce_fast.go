@@ -25,14 +25,22 @@ import (
 // accumulator starts at +0 and so is never -0, and x + (±0) = x for x != -0).
 //
 // Bandwidth. A thread holds W adjacent output rows or V adjacent columns of its tile, so a
-// load is 16 bytes: for a reduction over the last axis ("rows") each thread walks its tile's
-// contiguous columns with 16-byte loads; for one over a leading axis ("columns") the output
-// rows are contiguous and a thread loads W of them per column, a warp covering whole lines.
+// load is 16 bytes: for a reduction over the last axis ("rows") a tile's contiguous columns
+// are walked with 16-byte loads by a lane pair (below); for one over a leading axis
+// ("columns") the output rows are contiguous and a thread loads W of them per column, a warp
+// covering whole lines.
+//
+// Lane pairs. Over rows, a lane walking its own tile alone made every warp-wide 16-byte load
+// touch 32 sectors 1 KiB or a row apart, each half used (the other half came with the next
+// load, through L1): twice the sector requests per byte, and the row reductions ran at 61% of
+// copy bandwidth on the H100. So two lanes share a tile: each loads one half of a 32-byte
+// sector, a shfl.sync hands the odd lane's half to the even lane, which folds its half, then
+// the odd lane's: the same left-to-right order, so the same bits. The pair's lanes stay
+// together (every branch depends on the tile only), and their shuffles name just the two.
 
 const (
-	reduceThreads  = 256
-	reduceMaxSlots = reduceThreads // tiles of one row folded at once: a whole CTA for a long row
-	reduceUnroll   = 4             // 16-byte loads a thread issues before folding them
+	reduceThreads = 256 // tiles of one row folded at once: up to one per thread (lane pair)
+	reduceUnroll  = 4   // 16-byte loads a thread issues before folding them
 	// Along a contiguous folded axis a thread's loads are 16 bytes of a 128-byte line whose
 	// rest only it reads: eight in flight cover the whole line at once.
 	reduceUnrollRows = 8
@@ -56,8 +64,12 @@ func generateReduce(k *tile.Kernel, t Target, shapes []tile.Shape) (*Module, err
 	if err != nil {
 		return nil, err
 	}
+	tileDesc := fmt.Sprintf("reduce %d slots x %d row groups, %d rows x %d cols per load", p.slots, p.grp, p.w, p.v)
+	if p.pair {
+		tileDesc += ", 2 lanes a tile"
+	}
 	return &Module{PTX: text, Entry: g.entry, Grid: [3]int{ctas, 1, 1}, Threads: reduceThreads, SharedBytes: shared, Path: "simt-reduce",
-		Tile: fmt.Sprintf("reduce %d slots x %d row groups, %d rows x %d cols per load", p.slots, p.grp, p.w, p.v)}, nil
+		Tile: tileDesc}, nil
 }
 
 func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err error) {
@@ -73,10 +85,27 @@ func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err err
 	g.smem = e.reg("r")
 	e.op("mov.u32", g.smem, "tq_smem")
 	rowsPerCTA := p.grp * p.w
+	// unit: the thread, or with lane pairs the pair, that folds one (row group, tile).
+	unit, even, mask := g.tid, "", ""
+	if p.pair {
+		unit = e.reg("r")
+		e.op("shr.u32", unit, g.tid, "1")
+		odd := e.reg("r")
+		e.op("and.b32", odd, g.tid, "1")
+		oddP := e.reg("p")
+		e.op("setp.ne.u32", oddP, odd, "0")
+		even = "!" + oddP
+		// The pair's member mask for shfl.sync: its lanes may take branches other pairs don't.
+		sh, three := e.reg("r"), e.reg("r")
+		e.op("and.b32", sh, g.tid, "30")
+		e.op("mov.u32", three, "3")
+		mask = e.reg("r")
+		e.op("shl.b32", mask, three, sh)
+	}
 	rg := e.reg("r")
-	e.op("rem.u32", rg, g.tid, itoa(p.grp))
+	e.op("rem.u32", rg, unit, itoa(p.grp))
 	slot := e.reg("r")
-	e.op("div.u32", slot, g.tid, itoa(p.grp))
+	e.op("div.u32", slot, unit, itoa(p.grp))
 	row0 := e.reg("r") // first row of this thread's group
 	e.op("mad.lo.s32", row0, cta, itoa(rowsPerCTA), g.mul32(rg, p.w))
 	// Combining: thread t adds up rows t, t+256, ... of the CTA (W rows a group can make
@@ -116,8 +145,8 @@ func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err err
 	e.op("setp.ge.s32", q2, row0, itoa(p.outer))
 	e.op("or.pred", q, q1, q2)
 	e.opIf(q, "bra", skip)
-	for w, part64 := range foldTile(g, p, row0, kt) {
-		e.op("st.shared.f64", fmt.Sprintf("[%s+%d]", part, 8*w), part64)
+	for w, part64 := range foldTile(g, p, row0, kt, mask) {
+		e.opIf(even, "st.shared.f64", fmt.Sprintf("[%s+%d]", part, 8*w), part64) // the even lane's fold is the tile's
 	}
 	e.place(skip)
 	e.op("bar.sync", "0")
@@ -206,7 +235,13 @@ func reducePost(g *gen, p *reducePlan, row, acc string) {
 // foldTile folds tile kt of rows row0 .. row0+W-1 left to right from the tile's first column,
 // each step rounded as tile.Reduce rounds it (the SIMT path's rows.go reduce), and returns the
 // W partials as f64 registers.
-func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
+//
+// With lane pairs (p.pair; mask holds the pair's two lanes) both lanes run it on the same
+// tile: pair block b is the V-blocks 2b (the even lane loads it) and 2b+1 (the odd lane), one
+// 32-byte sector for the two; after a shfl each lane also holds its partner's half, and the
+// even lane folds its own half, then the odd lane's: the tile's order. The odd lane's fold
+// (halves swapped) is discarded.
+func foldTile(g *gen, p *reducePlan, row0, kt, mask string) []string {
 	e := g.e
 	m := ptxArith{e}
 	a := p.load.At
@@ -221,11 +256,30 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 	e.op("min.s32", valid, valid, itoa(p.cn))
 	blocks := e.reg("r") // loads per row group: valid / V
 	e.op("div.u32", blocks, valid, itoa(p.v))
+	// The loop runs over pair blocks (two V-blocks) with lane pairs, else over V-blocks.
+	half, loopN := "", blocks
+	if p.pair {
+		half = e.reg("r")
+		e.op("and.b32", half, g.tid, "1")
+		loopN = e.reg("r")
+		e.op("add.s32", loopN, blocks, "1")
+		e.op("shr.u32", loopN, loopN, "1")
+	}
 
 	// load returns the elements of block b (columns c0+b*V ..): V of one row or one of W rows.
 	// W > 1 only where rows are contiguous: the group's rows follow its first.
 	rowOff := []string{g.unravel(row0, a.RowDims, a.RowStrides)}
 	issue := func(b string, ok string) []string {
+		if p.pair { // V-block 2b + half, loaded when it exists
+			vb := e.reg("r")
+			e.op("mad.lo.s32", vb, b, "2", half)
+			in := e.reg("p")
+			e.op("setp.lt.s32", in, vb, blocks)
+			if ok != "" {
+				e.op("and.pred", in, in, ok)
+			}
+			b, ok = vb, in
+		}
 		col := e.reg("r")
 		e.op("mad.lo.s32", col, b, itoa(p.v), c0)
 		if p.v*p.w > 1 {
@@ -331,6 +385,29 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 		}
 		return 0
 	}
+	// exchange: the partner lane's registers of a load (lane pairs).
+	exchange := func(raw []string) []string {
+		out := make([]string, len(raw))
+		for i, r := range raw {
+			out[i] = e.reg("r")
+			e.op("shfl.sync.bfly.b32", out[i], r, "1", "31", mask)
+		}
+		return out
+	}
+	head, out := e.label(), e.label()
+	// partner folds the odd lane's half of pair block b when that V-block exists; a pair
+	// block without it is the last one, so the fold ends.
+	partner := func(b string, raw []string) {
+		vb := e.reg("r")
+		e.op("mad.lo.s32", vb, b, "2", "1")
+		none := e.reg("p")
+		e.op("setp.ge.s32", none, vb, blocks)
+		e.opIf(none, "bra", out)
+		rcv := exchange(raw)
+		for j := range per {
+			step(rowOf(j), elem(rcv, j))
+		}
+	}
 	// Block 0: the first element of each row starts its accumulator.
 	zero := e.reg("r")
 	e.op("mov.u32", zero, "0")
@@ -342,27 +419,30 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 			step(0, elem(raw0, j))
 		}
 	}
+	if p.pair {
+		partner(zero, raw0)
+	}
 	// Blocks 1 ..: reduceUnroll loads in flight, then folded in order.
 	b := e.reg("r")
 	e.op("mov.u32", b, "1")
-	head, out := e.label(), e.label()
 	e.place(head)
 	pb := e.reg("p")
-	e.op("setp.ge.s32", pb, b, blocks)
+	e.op("setp.ge.s32", pb, b, loopN)
 	e.opIf(pb, "bra", out)
 	unroll := reduceUnroll
 	if p.v > 1 {
 		unroll = reduceUnrollRows
 	}
 	raws := make([][]string, unroll)
-	oks := make([]string, unroll)
+	oks, bus := make([]string, unroll), make([]string, unroll)
 	for u := range unroll {
 		bu := b
 		if u > 0 {
 			bu = g.add32(b, itoa(u))
 			oks[u] = e.reg("p")
-			e.op("setp.lt.s32", oks[u], bu, blocks)
+			e.op("setp.lt.s32", oks[u], bu, loopN)
 		}
+		bus[u] = bu
 		raws[u] = issue(bu, oks[u])
 	}
 	for u := range unroll {
@@ -374,6 +454,9 @@ func foldTile(g *gen, p *reducePlan, row0, kt string) []string {
 		}
 		for j := range per {
 			step(rowOf(j), elem(raws[u], j))
+		}
+		if p.pair {
+			partner(bus[u], raws[u])
 		}
 	}
 	e.op("add.s32", b, b, itoa(unroll))

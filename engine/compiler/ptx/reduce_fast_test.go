@@ -231,3 +231,104 @@ func TestReduceRandomEmulated(t *testing.T) {
 		t.Errorf("only %d random reductions took the reduction lowering", n)
 	}
 }
+
+// TestReduceLanePairsEmulated: reductions over rows whose tiles two lanes share (16-byte
+// loads of 32-bit words), at the mapping's edges: a V-block count that is odd (the last pair
+// block has no odd half), a row shorter than a tile, a single V-block, tile counts that are no
+// multiple of the pairs per row group, more tiles than pairs (rounds), and NaN, Inf and -0
+// every few elements; each against the SIMT path and the CPU backend, bit for bit.
+func TestReduceLanePairsEmulated(t *testing.T) {
+	cases := []struct {
+		dt    numerics.DType
+		shape []int
+	}{
+		{numerics.F32, []int{3, 36}},        // 9 V-blocks: the last pair block is half
+		{numerics.F32, []int{5, 4}},         // one V-block: the odd lane never loads
+		{numerics.F32, []int{2, 12}},        // a row shorter than a tile, 3 V-blocks
+		{numerics.F32, []int{7, 788}},       // 4 tiles, the last ragged (5 V-blocks)
+		{numerics.F32, []int{3, 1300}},      // 6 tiles of 8 slots: no multiple, ragged
+		{numerics.BF16, []int{4, 56}},       // bf16: 7 V-blocks of 8
+		{numerics.BF16, []int{3, 2056}},     // bf16: 9 tiles
+		{numerics.F16, []int{2, 24}},        // f16: 3 V-blocks
+		{numerics.I32, []int{3, 44}},        // int accumulator, 11 V-blocks
+		{numerics.F32, []int{1, 256 * 129}}, // 129 tiles: two rounds of 128 pairs
+	}
+	n := 0
+	for _, c := range cases {
+		for _, op := range []string{"reduce_sum", "reduce_max", "reduce_mean"} {
+			g, ok := build(t, func(b *graph.Builder) *graph.Value {
+				return b.Op(op, graph.Attrs{"axes": graph.Ints(1)}, b.Input("x", c.dt, c.shape...))
+			})
+			if !ok {
+				continue
+			}
+			for _, specials := range []int{0, 30} {
+				t.Run(fmt.Sprintf("%s/%s/%v/specials%d", op, c.dt, c.shape, specials), func(t *testing.T) {
+					m := checkFastPath(t, g, streamTarget, uint64(len(c.shape)*7+specials), "simt-reduce", specials)
+					if !strings.Contains(m.Tile, "2 lanes a tile") {
+						t.Fatalf("no lane pairs: %s", m.Tile)
+					}
+				})
+				n++
+			}
+		}
+	}
+	if n < 50 {
+		t.Errorf("only %d cases ran", n)
+	}
+}
+
+// TestEmulatorPairShuffle: the emulator's shfl.sync honours its member mask: lane pairs that
+// branched apart from the rest of the warp exchange with each other (each lane reads its
+// partner's tid), the lanes that skipped keep their poison, and a lane outside the mask it
+// names is an error rather than a silent read.
+func TestEmulatorPairShuffle(t *testing.T) {
+	const text = `.visible .entry tq_t(
+	.param .u64 tq_t_p0
+)
+{
+	ld.param.u64 %rd1, [tq_t_p0];
+	mov.u32 %r1, %tid.x;
+	and.b32 %r2, %r1, 2;
+	setp.ne.u32 %p1, %r2, 0;
+	@%p1 bra $L_skip;
+	and.b32 %r3, %r1, 30;
+	mov.u32 %r4, 3;
+	shl.b32 %r5, %r4, %r3;
+	shfl.sync.bfly.b32 %r6, %r1, 1, 31, MASK;
+	mul.wide.s32 %rd2, %r1, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.b32 [%rd3], %r6;
+$L_skip:
+	ret;
+}
+`
+	run := func(mask string) ([]byte, error) {
+		m, err := emuParse(strings.Replace(text, "MASK", mask, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]byte, 4*64)
+		for i := range out {
+			out[i] = 0xEE
+		}
+		return out, emuRun(m, &Module{Grid: [3]int{1, 1, 1}, Threads: 64}, [][]byte{out})
+	}
+	out, err := run("%r5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tid := range 64 {
+		got := uint32(out[4*tid]) | uint32(out[4*tid+1])<<8 | uint32(out[4*tid+2])<<16 | uint32(out[4*tid+3])<<24
+		want := uint32(tid ^ 1)
+		if tid&2 != 0 {
+			want = 0xEEEEEEEE
+		}
+		if got != want {
+			t.Errorf("thread %d: got %#x, want %#x", tid, got, want)
+		}
+	}
+	if _, err := run("1"); err == nil || !strings.Contains(err.Error(), "member mask") {
+		t.Errorf("a lane outside its shuffle's member mask ran: %v", err)
+	}
+}

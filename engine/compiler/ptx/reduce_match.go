@@ -22,6 +22,10 @@ type reducePlan struct {
 	outDT      numerics.DType // the stored dtype
 	w, v       int            // rows per thread, columns per load (one of them 1)
 	slots, grp int            // tiles folded at once per row; row groups per CTA
+	// pair: two lanes share each tile (V > 1 with 32-bit words): each loads one 16-byte half
+	// of a 32-byte block and the odd lane hands its half to the even one, which folds both in
+	// order, so every warp-wide load reads whole 32-byte sectors.
+	pair bool
 }
 
 // matchReduce recognises lowerReduce's kernel: a Full accumulator, a loop that loads a
@@ -148,8 +152,12 @@ func matchReduce(k *tile.Kernel, shapes []tile.Shape) *reducePlan {
 	case len(a.RowDims) == 1 && a.RowStrides[0] == 1 && p.outer%per == 0 && aligned(a.ColStrides):
 		p.w = per
 	}
-	p.slots = min(nextPow2(p.steps), reduceMaxSlots)
-	p.grp = reduceThreads / p.slots
+	units := reduceThreads // threads folding tiles
+	if p.v > 1 && size <= 4 {
+		p.pair, units = true, reduceThreads/2
+	}
+	p.slots = min(nextPow2(p.steps), units)
+	p.grp = units / p.slots
 	return p
 }
 

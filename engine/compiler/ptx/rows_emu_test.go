@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"regexp"
 	"strconv"
 	"strings"
@@ -187,6 +188,25 @@ type emuCTA struct {
 	cta     *emuBarrier
 	warps   []*emuBarrier
 	shuffle [][32]uint64
+	mu      sync.Mutex
+	subsets map[[2]uint32]*emuBarrier // (warp, member mask) of partial-warp shuffles
+}
+
+// members is the rendezvous of the lanes of warp named by a shfl member mask.
+func (c *emuCTA) members(warp int, mask uint32) *emuBarrier {
+	if mask == 0xFFFFFFFF {
+		return c.warps[warp]
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := [2]uint32{uint32(warp), mask}
+	if c.subsets[k] == nil {
+		if c.subsets == nil {
+			c.subsets = map[[2]uint32]*emuBarrier{}
+		}
+		c.subsets[k] = newEmuBarrier(bits.OnesCount32(mask))
+	}
+	return c.subsets[k]
 }
 
 const emuSpace = 40
@@ -323,10 +343,17 @@ func (c *emuCTA) thread(tid int) (err error) {
 		case "bar.sync":
 			c.cta.wait()
 		case "shfl.sync.bfly.b32":
+			// The member mask names who rendezvous: the whole warp, or a subset whose lanes
+			// may have branched apart from the rest (reduce_fast's lane pairs).
+			mask, from := uint32(x(4)), lane^int(x(2)&31)
+			if mask&(1<<lane) == 0 || mask&(1<<from) == 0 {
+				panic(fmt.Sprintf("shfl with member mask %#x: lane %d reads lane %d", mask, lane, from))
+			}
+			bar := c.members(warp, mask)
 			c.shuffle[warp][lane] = x(1)
-			c.warps[warp].wait()
-			v := c.shuffle[warp][lane^int(x(2))]
-			c.warps[warp].wait()
+			bar.wait()
+			v := c.shuffle[warp][from]
+			bar.wait()
 			set(v)
 		case "ld.param.u64":
 			set(uint64(a[1].param+1) << emuSpace)

@@ -15,9 +15,10 @@ import (
 // fused groups) and movement kernels (reshape, slice, concat, transpose) recognised by
 // matchStream run as grid-stride loops over runs of elements held in registers. Each thread
 // takes a chunk of V consecutive elements, V = 16 bytes / the smallest element size among the
-// vector accesses, so the narrowest buffer moves one 16-byte access per chunk and a wider one
-// a few; a thread issues the loads of U chunks before it converts any of them, so at least
-// four 16-byte loads per thread are in flight. Accesses that are not 16-byte aligned runs (a
+// stored vector accesses (among all of them when none is stored), so the narrowest stored
+// buffer moves one 16-byte access per chunk, a wider one a few and a narrower load one 8- or
+// 4-byte word; a thread issues the loads of U chunks before it converts any of them, so at
+// least 64 bytes of loads per thread are in flight. Accesses that are not 16-byte aligned runs (a
 // broadcast operand, a slice's rows, a transpose's source) are read or written element by
 // element inside the same loop. The last n mod V elements are done one per thread after it.
 //
@@ -52,7 +53,7 @@ const (
 	streamCTAsPerSM = 4  // 1024 threads per SM: H100 runs 2048, so registers may double first
 	streamFlight    = 64 // bytes of the widest vector access a thread loads before converting
 	streamMaxElems  = 32 // elements of arithmetic a thread holds per iteration
-	streamMinLoads  = 4  // 16-byte loads a thread has in flight, where registers allow
+	streamMinLoads  = 4  // 16-byte loads (in bytes: 64) a thread has in flight, where registers allow
 	defaultSMs      = 132
 )
 
@@ -104,8 +105,16 @@ func generateStream(k *tile.Kernel, t Target, shapes []tile.Shape) (*Module, err
 }
 
 // shape is a stream's vector width V (elements per chunk) and unroll U (chunks in flight).
+//
+// V is 16 bytes of the narrowest stored run, so every warp-wide store writes 512 contiguous
+// bytes; a narrower loaded run then moves 8 or 4 bytes a chunk (a cast bf16 -> f32: 8-byte
+// loads, 16-byte stores), still contiguous across the warp. With V from the narrowest load
+// instead, a lane's wider outputs took two 16-byte stores 32 bytes apart, so each warp-wide
+// store wrote 32 half sectors (cast bf16 -> f32 ran at 74% of copy bandwidth on the H100);
+// loads so split are served whole by L1, stores are not. Without a stored run, V is 16 bytes
+// of the narrowest run.
 func (s *streamGen) shape(st *stream) (v, u int) {
-	minSize, maxSize, loadBytes := 0, 0, 0
+	minSize, minStore, maxSize, loadBytes := 0, 0, 0, 0
 	for _, op := range st.ops {
 		for i, a := range op.acc {
 			if a.vec || a.run {
@@ -116,6 +125,8 @@ func (s *streamGen) shape(st *stream) (v, u int) {
 				maxSize = max(maxSize, sz)
 				if i == 0 && !isStore(op.in) {
 					loadBytes += sz // per element of a chunk
+				} else if minStore == 0 || sz < minStore {
+					minStore = sz
 				}
 			}
 		}
@@ -124,6 +135,9 @@ func (s *streamGen) shape(st *stream) (v, u int) {
 		return 1, 8 // no run is aligned: one element per chunk, eight in flight
 	}
 	v = 16 / minSize
+	if minStore > 0 {
+		v = 16 / minStore
+	}
 	// 64 bytes of the widest access a thread, and at least four 16-byte loads.
 	u = max(1, streamFlight/(v*maxSize))
 	if loadBytes > 0 {
@@ -237,10 +251,23 @@ func (s *streamGen) stream(st *stream) {
 
 // vecOK: an access moves whole 16-byte runs in a chunk of width w.
 func (s *streamGen) vecOK(a streamAccess, w int) bool {
+	return s.runOK(a, w) && w*s.k.Params[a.a.Param].DType.Size()%16 == 0
+}
+
+// loadVecOK: a Load moves its chunk as one run: vecOK, or a load narrower than the stored
+// runs (see shape) as one 8- or 4-byte word of 32-bit words.
+func (s *streamGen) loadVecOK(a streamAccess, w int) bool {
+	size := s.k.Params[a.a.Param].DType.Size()
+	n := w * size
+	return s.vecOK(a, w) || s.runOK(a, w) && w > 1 && size <= 4 && (n == 8 || n == 4)
+}
+
+// runOK: the access is a run and a chunk of width w stays inside one of its rows.
+func (s *streamGen) runOK(a streamAccess, w int) bool {
 	if a.run && a.a.ColDims[len(a.a.ColDims)-1]%w != 0 {
 		return false // a chunk could straddle two rows
 	}
-	return (a.vec || a.run) && w*s.k.Params[a.a.Param].DType.Size()%16 == 0
+	return a.vec || a.run
 }
 
 // loads issues, under predicate ok, the raw loads of chunk c (elements c*w ... c*w+w-1) for
@@ -257,7 +284,7 @@ func (s *streamGen) loads(st *stream, c string, w int, ok string) [][]string {
 			continue
 		}
 		dt := s.k.Params[a.a.Param].DType
-		if s.vecOK(a, w) {
+		if _, isLoad := op.in.(tile.Load); isLoad && s.loadVecOK(a, w) || s.vecOK(a, w) {
 			out[i] = s.vecLoad(a, c, w, ok)
 			continue
 		}
@@ -308,12 +335,12 @@ func (s *streamGen) compute(st *stream, c string, w int, raws [][]string) {
 			narrow := !s.lay.wide[x.Dst]
 			vs := make([]val, w)
 			for j := range w {
-				if dt == numerics.BF16 && s.vecOK(op.acc[0], w) {
+				if dt == numerics.BF16 && s.loadVecOK(op.acc[0], w) {
 					vs[j] = s.bf16Of(raws[i], j) // exact, and f32-exact: narrow as it is
 					continue
 				}
 				var b string
-				if s.vecOK(op.acc[0], w) {
+				if s.loadVecOK(op.acc[0], w) {
 					b = s.bitsOf(dt, raws[i], j)
 				} else {
 					b = raws[i][j]

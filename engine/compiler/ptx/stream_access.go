@@ -38,11 +38,22 @@ func (s *streamGen) runAddr(a streamAccess, c string, w int) string {
 	return at
 }
 
-// vecLoad loads a chunk's run: .v2.f64 for 8-byte elements, else .v4.b32 words.
+// vecLoad loads a chunk's run: .v2.f64 for 8-byte elements, else .v4.b32 words (a run of 8
+// or 4 bytes: .v2.b32 or .b32).
 func (s *streamGen) vecLoad(a streamAccess, c string, w int, ok string) []string {
 	e := s.e
 	at := s.runAddr(a, c, w)
 	size := s.k.Params[a.a.Param].DType.Size()
+	switch w * size {
+	case 8:
+		d := []string{e.reg("r"), e.reg("r")}
+		e.opIf(ok, "ld.global.v2.b32", "{"+strings.Join(d, ",")+"}", "["+at+"]")
+		return d
+	case 4:
+		d := e.reg("r")
+		e.opIf(ok, "ld.global.b32", d, "["+at+"]")
+		return []string{d}
+	}
 	var regs []string
 	for k := range w * size / 16 {
 		ref := at

@@ -478,8 +478,10 @@ func TestStreamRandomGraphsEmulated(t *testing.T) {
 	}
 }
 
-// TestStreamLoadsInFlight: the bf16 -> f32 cast (one 16-byte load, two stores per chunk)
-// still keeps four 16-byte loads in flight.
+// TestStreamLoadsInFlight: the bf16 -> f32 cast takes chunks of 16 bytes of f32 output, so a
+// lane's chunk is one 16-byte store (a warp-wide store writes 512 contiguous bytes, not 32
+// half sectors) and one 8-byte load (256 contiguous bytes), and still keeps 64 bytes of loads
+// in flight.
 func TestStreamLoadsInFlight(t *testing.T) {
 	g, ok := build(t, func(b *graph.Builder) *graph.Value {
 		return b.Op("cast", graph.Attrs{"to": graph.DTypeAttr(numerics.F32)}, b.Input("x", numerics.BF16, 8192, 8192))
@@ -495,7 +497,11 @@ func TestStreamLoadsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(m.PTX, "ld.global.v4.b32"); got < streamMinLoads {
-		t.Errorf("%d 16-byte loads per iteration, want >= %d", got, streamMinLoads)
+	loads, stores := strings.Count(m.PTX, "ld.global.v2.b32"), strings.Count(m.PTX, "st.global.v4.b32")
+	if loads < 2*streamMinLoads || strings.Contains(m.PTX, "ld.global.v4.b32") {
+		t.Errorf("%d 8-byte loads per iteration, want >= %d and no 16-byte ones", loads, 2*streamMinLoads)
+	}
+	if stores != loads || strings.Contains(m.PTX, "+16]") {
+		t.Errorf("%d 16-byte stores for %d chunks, or a chunk stored in two parts", stores, loads)
 	}
 }
