@@ -8,25 +8,21 @@ import (
 
 	"github.com/ebitengine/purego"
 
+	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
 type cuResult int32
 
-// resource is a CUdevResource (cuda.h, CUDA 12.4 to 13): a 4-byte type, 92 bytes of padding and
-// a 48-byte union whose SM member starts with the unsigned smCount; 144 bytes in all.
-type resource [144]byte
+// resource is a CUdevResource; its layout and the flags below are written down once, in the
+// CUDA backend (engine/backend/cuda/green.go), whose owners make green contexts too.
+type resource = cuda.SMResource
 
 const (
-	resourceTypeSM     = 1   // CU_DEV_RESOURCE_TYPE_SM
-	greenCtxDefaultStr = 0x1 // CU_GREEN_CTX_DEFAULT_STREAM, required by cuGreenCtxCreate
-	streamNonBlocking  = 0x1 // CU_STREAM_NON_BLOCKING, required by cuGreenCtxStreamCreate
-	smCountOffset      = 96
+	resourceTypeSM     = cuda.ResourceTypeSM
+	greenCtxDefaultStr = cuda.GreenDefaultStream
+	streamNonBlocking  = cuda.StreamNonBlocking
 )
-
-func (r *resource) smCount() int {
-	return int(*(*uint32)(unsafe.Pointer(&r[smCountOffset])))
-}
 
 // api is the part of the driver this package uses.
 type api struct {

@@ -63,12 +63,12 @@ func Split(dev, groups, minSMs int) ([]Partition, error) {
 	if err := a.check(a.cuDeviceGetAttribute(&attr, 16, d), "green: device %d: SM count", dev); err != nil {
 		return nil, err
 	}
-	if all.smCount() != int(attr) {
+	if all.SMCount() != int(attr) {
 		// The CUdevResource layout (resource) is read by offset; a driver that moved smCount
 		// must not be split by guesswork.
-		return nil, errs.New(errs.Unsupported, "green: device %d: SM resource reports %d SMs, the device %d (CUdevResource layout changed?)", dev, all.smCount(), attr)
+		return nil, errs.New(errs.Unsupported, "green: device %d: SM resource reports %d SMs, the device %d (CUdevResource layout changed?)", dev, all.SMCount(), attr)
 	}
-	size, err := Plan(all.smCount(), groups, minSMs)
+	size, err := Plan(all.SMCount(), groups, minSMs)
 	if err != nil {
 		return nil, errs.Wrap(errs.Input, err, "device %d", dev)
 	}
@@ -76,11 +76,11 @@ func Split(dev, groups, minSMs int) ([]Partition, error) {
 	var rest resource
 	n := uint32(groups)
 	if err := a.check(a.cuDevSmResourceSplitByCount(&res[0], &n, &all, &rest, 0, uint32(size)),
-		"green: device %d: cuDevSmResourceSplitByCount(%d groups of %d of %d SMs)", dev, groups, size, all.smCount()); err != nil {
+		"green: device %d: cuDevSmResourceSplitByCount(%d groups of %d of %d SMs)", dev, groups, size, all.SMCount()); err != nil {
 		return nil, err
 	}
 	if int(n) != groups {
-		return nil, errs.New(errs.Unsupported, "green: device %d: asked %d groups of %d of %d SMs, the driver made %d", dev, groups, size, all.smCount(), n)
+		return nil, errs.New(errs.Unsupported, "green: device %d: asked %d groups of %d of %d SMs, the driver made %d", dev, groups, size, all.SMCount(), n)
 	}
 	parts := make([]Partition, 0, groups)
 	for i := range res {
@@ -138,7 +138,7 @@ func (p *Partition) create(d int32, res *resource) error {
 		a.cuGreenCtxDestroy(p.green)
 		return err
 	}
-	p.SMs = got.smCount()
+	p.SMs = got.SMCount()
 	if err := a.check(a.cuGreenCtxStreamCreate(&p.stream, p.green, streamNonBlocking, 0), "%s: cuGreenCtxStreamCreate", p.where()); err != nil {
 		a.cuGreenCtxDestroy(p.green)
 		return err

@@ -81,9 +81,4 @@ func TestCodes(t *testing.T) {
 	if errs.CodeOf(err) != errs.IllegalAddress || !strings.Contains(err.Error(), "device 0") {
 		t.Errorf("cuError: %v", err)
 	}
-	var r resource
-	r[smCountOffset] = 132
-	if r.smCount() != 132 || len(r) != 144 {
-		t.Errorf("resource layout: smCount %d, size %d", r.smCount(), len(r))
-	}
 }

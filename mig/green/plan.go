@@ -14,12 +14,13 @@
 package green
 
 import (
+	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
 // Granularity is the SM group size of the H100's green contexts (measured, design.md §10):
 // cuDevSmResourceSplitByCount rounds a group's minimum SM count up to a multiple of 8.
-const Granularity = 8
+const Granularity = cuda.SMGranularity
 
 // Plan is the SM count per group that Split asks for: groups equal groups of the largest
 // multiple of Granularity that fits total/groups SMs, or minSMs rounded up to Granularity when

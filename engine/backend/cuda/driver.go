@@ -80,13 +80,13 @@ type api struct {
 
 	// Green contexts (CUDA 12.4+), bound only where the driver has them (optionalBindings):
 	// a nil field means a placement on an SM partition is E_UNSUPPORTED.
-	cuDeviceGetDevResource      func(dev int32, res *smResource, typ int32) cuResult
-	cuDevSmResourceSplitByCount func(result *smResource, nbGroups *uint32, input *smResource, remaining *smResource, useFlags uint32, minCount uint32) cuResult
-	cuDevResourceGenerateDesc   func(desc *uintptr, res *smResource, n uint32) cuResult
+	cuDeviceGetDevResource      func(dev int32, res *SMResource, typ int32) cuResult
+	cuDevSmResourceSplitByCount func(result *SMResource, nbGroups *uint32, input *SMResource, remaining *SMResource, useFlags uint32, minCount uint32) cuResult
+	cuDevResourceGenerateDesc   func(desc *uintptr, res *SMResource, n uint32) cuResult
 	cuGreenCtxCreate            func(g *uintptr, desc uintptr, dev int32, flags uint32) cuResult
 	cuCtxFromGreenCtx           func(ctx *uintptr, g uintptr) cuResult
 	cuGreenCtxStreamCreate      func(s *uintptr, g uintptr, flags uint32, priority int32) cuResult
-	cuGreenCtxGetDevResource    func(g uintptr, res *smResource, typ int32) cuResult
+	cuGreenCtxGetDevResource    func(g uintptr, res *SMResource, typ int32) cuResult
 }
 
 // binding names the C symbols that may implement one api field, best first. The driver keeps

@@ -125,7 +125,7 @@ func (o *owner) open() error {
 		}
 		flags := uint32(0)
 		if o.at.Lane > 0 {
-			flags = streamNonBlocking
+			flags = StreamNonBlocking
 		}
 		if err := a.check(a.cuStreamCreate(&o.stream, flags), "%s: cuStreamCreate", o.where()); err != nil {
 			return err
