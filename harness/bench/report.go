@@ -113,6 +113,7 @@ func PrintTable(w io.Writer, m Meta, rows []Row) {
 	if best > 0 {
 		fmt.Fprintf(w, "\ncopy bandwidth (best device-to-device copy in this run, read+write): %.0f GB/s (%s); %%COPY = GB/S over it\n", best, who)
 	}
+	PrintTargets(w, rows)
 	for _, r := range rows {
 		if !r.Passed() {
 			fmt.Fprintf(w, "%s: %s\n", r.Case, r.Verdict())
