@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/suites/internal/qabin"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -125,10 +125,7 @@ var _ = Describe("collectives in process", Label("cpu"), func() {
 })
 
 // result is one run of the binary.
-type result struct {
-	code           int
-	stdout, stderr string
-}
+type result = qabin.Result
 
 // runBin runs the suite's tessera-qa with args and extra environment, bounded by two minutes
 // (SIGTERM, which the launcher forwards to its ranks, then SIGKILL).
@@ -137,23 +134,9 @@ func runBin(env []string, args ...string) result {
 	if bin == "" {
 		Skip("no tessera-qa binary: " + binErr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(cleanEnv(), env...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		x, ok := err.(*exec.ExitError)
-		Expect(ok).To(BeTrue(), "%v", err)
-		code = x.ExitCode()
-	}
-	Expect(ctx.Err()).NotTo(HaveOccurred(), "tessera-qa %v ran out of time:\n%s", args, errb.String())
-	return result{code, out.String(), errb.String()}
+	r, err := qabin.Run(bin, append(cleanEnv(), env...), 2*time.Minute, 10*time.Second, args...)
+	Expect(err).NotTo(HaveOccurred())
+	return r
 }
 
 // cleanEnv is this process's environment without rank variables, so a spec never joins a
@@ -172,20 +155,7 @@ func cleanEnv() []string {
 }
 
 // leftovers lists the processes still running the suite's binary.
-func leftovers() []string {
-	var out []string
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		if argv0, _, _ := bytes.Cut(b, []byte{0}); string(argv0) == bin {
-			out = append(out, filepath.Base(filepath.Dir(p))+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return out
-}
+func leftovers() []string { return qabin.Leftovers(bin) }
 
 func noneLeft() {
 	GinkgoHelper()
@@ -228,24 +198,24 @@ var _ = Describe("collectives over tcp processes", Label("cpu"), func() {
 			for _, mode := range []dist.Mode{dist.Deterministic, dist.Exact} {
 				args := append([]string{"collectives", "--transport", "tcp", "--np", strconv.Itoa(n), "--mode", mode.String(), "--json", "-"}, wireArgs...)
 				r := runBin(nil, args...)
-				Expect(r.code).To(Equal(0), r.stderr)
-				sameBits(inproc(n, wire, mode, 0), report(r.stdout).Rows)
+				Expect(r.Code).To(Equal(0), r.Stderr)
+				sameBits(inproc(n, wire, mode, 0), report(r.Stdout).Rows)
 			}
 		})
 	}
 
 	It("returns the same bits over tcp with injected per-rank delays as in-process without", func() {
 		r := runBin(nil, append([]string{"collectives", "--transport", "tcp", "--np", "4", "--delay", "500us", "--json", "-"}, wireArgs...)...)
-		Expect(r.code).To(Equal(0), r.stderr)
-		sameBits(inproc(4, wire, dist.Deterministic, 0), report(r.stdout).Rows)
+		Expect(r.Code).To(Equal(0), r.Stderr)
+		sameBits(inproc(4, wire, dist.Deterministic, 0), report(r.Stdout).Rows)
 	})
 
 	It("joins as one rank under tessera-qa launch --nproc-per-node 3", func() {
 		out := filepath.Join(GinkgoT().TempDir(), "rows.json")
 		args := append([]string{"launch", "--nproc-per-node", "3", "--", bin, "collectives", "--transport", "tcp", "--json", out}, wireArgs...)
 		r := runBin(nil, args...)
-		Expect(r.code).To(Equal(0), r.stderr)
-		Expect(r.stdout).To(ContainSubstring("[rank 0] PASS"))
+		Expect(r.Code).To(Equal(0), r.Stderr)
+		Expect(r.Stdout).To(ContainSubstring("[rank 0] PASS"))
 		data, err := os.ReadFile(out)
 		Expect(err).NotTo(HaveOccurred())
 		sameBits(inproc(3, wire, dist.Deterministic, 0), report(string(data)).Rows)
@@ -284,9 +254,9 @@ var _ = Describe("collectives over tcp processes", Label("cpu"), func() {
 
 	It("fails with E_DESYNC and exit 2, leaving no rank behind, when one process calls a different count", func() {
 		r := runBin(nil, "collectives", "--transport", "tcp", "--np", "3", "--mismatch", "1:count", "--timeout", "30s", "--iters", "0", "-e", "1K")
-		Expect(r.code).To(Equal(2), r.stderr)
-		Expect(r.stderr).To(MatchRegexp(`\[rank \d\] tessera-qa: E_DESYNC: `))
-		for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		Expect(r.Code).To(Equal(2), r.Stderr)
+		Expect(r.Stderr).To(MatchRegexp(`\[rank \d\] tessera-qa: E_DESYNC: `))
+		for _, line := range strings.Split(strings.TrimSpace(r.Stderr), "\n") {
 			Expect(line).To(MatchRegexp(`^(\[rank \d\] tessera-qa: E_[A-Z_]+: |\[launch\] )`), "every line is a rank's one coded error line or the launcher's")
 		}
 	})
@@ -294,9 +264,9 @@ var _ = Describe("collectives over tcp processes", Label("cpu"), func() {
 	DescribeTable("rejects bad input with one coded line and exit 2",
 		func(env []string, args ...string) {
 			r := runBin(env, append([]string{"collectives", "--transport", "tcp", "-e", "1K"}, args...)...)
-			Expect(r.code).To(Equal(2), r.stderr)
-			Expect(strings.Split(strings.TrimSpace(r.stderr), "\n")).To(HaveLen(1))
-			Expect(r.stderr).To(HavePrefix("tessera-qa: E_INPUT: "))
+			Expect(r.Code).To(Equal(2), r.Stderr)
+			Expect(strings.Split(strings.TrimSpace(r.Stderr), "\n")).To(HaveLen(1))
+			Expect(r.Stderr).To(HavePrefix("tessera-qa: E_INPUT: "))
 		},
 		Entry("a malformed --np", nil, "--np", "four"),
 		Entry("--np 0", nil, "--np", "0"),
@@ -314,17 +284,17 @@ var _ = Describe("collectives over tcp processes", Label("cpu"), func() {
 			{"--transport", "nccl", "--np", "1"},
 		} {
 			r := runBin(nil, append([]string{"collectives", "-e", "1K"}, args...)...)
-			Expect(r.code).To(Equal(3), r.stderr)
-			Expect(strings.Split(strings.TrimSpace(r.stderr), "\n")).To(HaveLen(1))
-			Expect(r.stderr).To(HavePrefix("tessera-qa: E_NO_DEVICE: "))
-			Expect(r.stdout).To(BeEmpty())
+			Expect(r.Code).To(Equal(3), r.Stderr)
+			Expect(strings.Split(strings.TrimSpace(r.Stderr), "\n")).To(HaveLen(1))
+			Expect(r.Stderr).To(HavePrefix("tessera-qa: E_NO_DEVICE: "))
+			Expect(r.Stdout).To(BeEmpty())
 			Expect(leftovers()).To(BeEmpty())
 		}
 	})
 
 	It("refuses exact mode on a device transport with one E_INPUT line and exit 2", func() {
 		r := runBin(nil, "collectives", "--transport", "cuda", "--np", "2", "--mode", "exact", "-e", "1K")
-		Expect(r.code).To(Equal(2), r.stderr)
-		Expect(r.stderr).To(HavePrefix("tessera-qa: E_INPUT: "))
+		Expect(r.Code).To(Equal(2), r.Stderr)
+		Expect(r.Stderr).To(HavePrefix("tessera-qa: E_INPUT: "))
 	})
 })

@@ -56,7 +56,7 @@ var _ = Describe("stress pressure on the CPU", Label("cpu"), func() {
 		Expect(o.CPUBudget).To(BeEquivalentTo(32 << 20))
 		Expect(o.HeldMaxBytes).To(BeNumerically(">", o.CPUBudget/2), "the hog did not fill the budget")
 		Expect(o.Note).To(ContainSubstring("share"))
-		Expect(r.stderr).To(ContainSubstring("OOM recoveries"))
+		Expect(r.Stderr).To(ContainSubstring("OOM recoveries"))
 	})
 
 	It("runs the hog as its own process beside 2 job processes, its monitors judged like theirs", func() {
@@ -80,14 +80,14 @@ var _ = Describe("stress pressure on the CPU", Label("cpu"), func() {
 			sources[m.Source] = true
 		}
 		Expect(sources).To(HaveKey("hammer 0"))
-		Expect(r.stderr).To(ContainSubstring("corrupted: "))
+		Expect(r.Stderr).To(ContainSubstring("corrupted: "))
 	})
 
 	It("refuses the cache hammer outside processes mode and unknown pressures with exit 2", func() {
 		for _, args := range [][]string{{"--pressure", "cache", "--mode", "goroutines"}, {"--pressure", "disk"}, {"--pressure", "oom", "--cpu-budget", "lots"}} {
 			r := runBin(append([]string{"stress", "--duration", "1s"}, args...)...)
-			Expect(r.code).To(Equal(2), "%v", args)
-			Expect(strings.TrimSpace(r.stderr)).To(HavePrefix("tessera-qa: E_INPUT: "))
+			Expect(r.Code).To(Equal(2), "%v", args)
+			Expect(strings.TrimSpace(r.Stderr)).To(HavePrefix("tessera-qa: E_INPUT: "))
 		}
 	})
 })

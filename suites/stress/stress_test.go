@@ -1,15 +1,10 @@
 package stress_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"github.com/tessera-qa/tessera-qa/suites/internal/qabin"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -18,10 +13,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/stress"
 )
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
+type result = qabin.Result
 
 // runBin runs the suite's tessera-qa with args, bounded by one minute (SIGTERM, then SIGKILL
 // after 5 s).
@@ -30,39 +22,13 @@ func runBin(args ...string) result {
 	if bin == "" {
 		Skip("no tessera-qa binary: " + binErr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 5 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		x, ok := err.(*exec.ExitError)
-		Expect(ok).To(BeTrue(), "%v", err)
-		code = x.ExitCode()
-	}
-	Expect(ctx.Err()).NotTo(HaveOccurred(), "tessera-qa %v ran out of time:\n%s", args, errb.String())
-	return result{code, out.String(), errb.String()}
+	r, err := qabin.Run(bin, nil, time.Minute, 5*time.Second, args...)
+	Expect(err).NotTo(HaveOccurred())
+	return r
 }
 
 // leftovers lists the processes still running the suite's binary.
-func leftovers() []string {
-	var out []string
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		if argv0, _, _ := bytes.Cut(b, []byte{0}); string(argv0) == bin {
-			out = append(out, filepath.Base(filepath.Dir(p))+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return out
-}
+func leftovers() []string { return qabin.Leftovers(bin) }
 
 func noneLeft() {
 	GinkgoHelper()
@@ -82,7 +48,7 @@ func soak(mode string, jobs int, d string, extra ...string) (result, stress.Repo
 		"--graphs-per-job", "3", "--out", GinkgoT().TempDir(), "--json", "-"}, extra...)
 	r := runBin(args...)
 	noneLeft()
-	return r, report(r.stdout)
+	return r, report(r.Stdout)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -91,7 +57,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // monitor leaked, and each job's latencies are there.
 func clean(r result, rep stress.Report, jobs int) {
 	GinkgoHelper()
-	Expect(r.code).To(Equal(0), "stderr:\n%s", r.stderr)
+	Expect(r.Code).To(Equal(0), "stderr:\n%s", r.Stderr)
 	Expect(rep.Pass).To(BeTrue(), "failures: %v", rep.Failures)
 	Expect(rep.Mismatches).To(BeZero())
 	Expect(rep.Errors).To(BeZero())
@@ -110,7 +76,7 @@ func clean(r result, rep stress.Report, jobs int) {
 	Expect(monitors).To(HaveKey(stress.MonGoroutines))
 	Expect(monitors).To(HaveKey(stress.MonFDs))
 	Expect(monitors).To(HaveKey(stress.MonTempFiles))
-	Expect(r.stderr).To(ContainSubstring("stress: "), "no live progress")
+	Expect(r.Stderr).To(ContainSubstring("stress: "), "no live progress")
 }
 
 var _ = Describe("stress on the CPU", Label("cpu"), func() {
@@ -136,7 +102,7 @@ var _ = Describe("stress on the CPU", Label("cpu"), func() {
 
 	It("catches a planted leak of a buffer per graph with the RSS monitor and exits 1", func() {
 		r, rep := soak("processes", 1, "4s", "--plant", stress.PlantLeak)
-		Expect(r.code).To(Equal(1), "stderr:\n%s", r.stderr)
+		Expect(r.Code).To(Equal(1), "stderr:\n%s", r.Stderr)
 		Expect(rep.Pass).To(BeFalse())
 		Expect(rep.Mismatches).To(BeZero(), "a leak is not a wrong result")
 		var rss *stress.Leak
@@ -149,15 +115,15 @@ var _ = Describe("stress on the CPU", Label("cpu"), func() {
 		Expect(rss.Leak).To(BeTrue(), "%+v", *rss)
 		Expect(rss.Growth).To(BeNumerically(">", rss.Allowance))
 		Expect(rss.Slope).To(BeNumerically(">", 0))
-		Expect(r.stderr).To(ContainSubstring("LEAK"))
+		Expect(r.Stderr).To(ContainSubstring("LEAK"))
 	})
 
 	It("refuses bad usage with exit 2 and one coded line", func() {
 		for _, args := range [][]string{{"--jobs", "0"}, {"--mode", "streams"}, {"--duration", "0s"}} {
 			r := runBin(append([]string{"stress"}, args...)...)
-			Expect(r.code).To(Equal(2), "%v", args)
-			Expect(strings.TrimSpace(r.stderr)).To(HavePrefix("tessera-qa: E_INPUT: "))
-			Expect(strings.Count(strings.TrimSpace(r.stderr), "\n")).To(BeZero())
+			Expect(r.Code).To(Equal(2), "%v", args)
+			Expect(strings.TrimSpace(r.Stderr)).To(HavePrefix("tessera-qa: E_INPUT: "))
+			Expect(strings.Count(strings.TrimSpace(r.Stderr), "\n")).To(BeZero())
 		}
 	})
 })
@@ -176,13 +142,13 @@ func gpu() string {
 func cudaBackend() (bool, string, string) {
 	GinkgoHelper()
 	r := runBin("devices", "--json", "-")
-	Expect(r.code).To(Equal(0))
+	Expect(r.Code).To(Equal(0))
 	var ds []struct {
 		Backend, Device, Reason, Kind, Name string
 		Available                           bool
 		MIGMode                             string `json:"mig_mode"`
 	}
-	Expect(json.Unmarshal([]byte(r.stdout), &ds)).To(Succeed())
+	Expect(json.Unmarshal([]byte(r.Stdout), &ds)).To(Succeed())
 	for _, d := range ds {
 		if d.Backend == "cuda" && d.Kind == "" {
 			return d.Available, d.Device, "no GPU: " + d.Reason
@@ -197,8 +163,8 @@ var _ = Describe("stress on the GPU", Label("gpu"), func() {
 			Skip("a GPU is present (" + dev + "): exit 3 cannot be shown here")
 		}
 		r := runBin("stress", "--device", "cuda", "--duration", "1s")
-		Expect(r.code).To(Equal(3))
-		Expect(r.stderr).To(HavePrefix("tessera-qa: E_NO_DEVICE: "))
+		Expect(r.Code).To(Equal(3))
+		Expect(r.Stderr).To(HavePrefix("tessera-qa: E_NO_DEVICE: "))
 	})
 
 	It("runs 2 processes on the GPU for 5 s with every result equal to its alone run and no leak", func() {
@@ -223,7 +189,7 @@ var _ = Describe("stress on the GPU", Label("gpu"), func() {
 			MIGMode string `json:"mig_mode"`
 			Visible string `json:"cuda_visible_devices"`
 		}
-		Expect(json.Unmarshal([]byte(r.stdout), &ds)).To(Succeed())
+		Expect(json.Unmarshal([]byte(r.Stdout), &ds)).To(Succeed())
 		var migs, gpus int
 		for _, d := range ds {
 			switch d.Kind {
@@ -239,6 +205,6 @@ var _ = Describe("stress on the GPU", Label("gpu"), func() {
 				Expect(d.Profile).NotTo(BeEmpty())
 			}
 		}
-		Expect(migs+gpus).To(BeNumerically(">", 0), "a GPU is present but devices lists no partition:\n%s", r.stderr)
+		Expect(migs+gpus).To(BeNumerically(">", 0), "a GPU is present but devices lists no partition:\n%s", r.Stderr)
 	})
 })
