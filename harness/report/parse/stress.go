@@ -39,7 +39,7 @@ type StressReport struct {
 	Schema       int             `json:"schema"`
 	Kind         string          `json:"kind"`
 	Mode         string          `json:"mode"`
-	Workload     string          `json:"workload"` // "graphs" (or absent), "train": not in stress.Report yet
+	Workload     string          `json:"workload"` // absent for graphs, "train" (stress.Report.Workload)
 	Device       string          `json:"device"`
 	Jobs         int             `json:"jobs"`
 	Seed         string          `json:"seed"`
