@@ -252,6 +252,18 @@ func foldTile(g *gen, p *reducePlan, row0, kt, mask string) []string {
 	// load returns the elements of block b (columns c0+b*V ..): V of one row or one of W rows.
 	// W > 1 only where rows are contiguous: the group's rows follow its first.
 	rowOff := []string{g.unravel(row0, a.RowDims, a.RowStrides)}
+	// rowElem is the element offset of column offset off in the current row: the row's offset
+	// and the access's constant base added.
+	rowElem := func(off string) string {
+		o := e.reg("rd")
+		e.op("add.s64", o, off, rowOff[0])
+		if a.Base.Const != 0 {
+			o2 := e.reg("rd")
+			e.op("add.s64", o2, o, itoa(a.Base.Const))
+			o = o2
+		}
+		return o
+	}
 	issue := func(b string, ok string) []string {
 		if p.pair { // V-block 2b + half, loaded when it exists
 			vb := e.reg("r")
@@ -272,14 +284,7 @@ func foldTile(g *gen, p *reducePlan, row0, kt, mask string) []string {
 			} else {
 				off = g.unravel(col, a.ColDims, a.ColStrides)
 			}
-			o := e.reg("rd")
-			e.op("add.s64", o, off, rowOff[0])
-			if a.Base.Const != 0 {
-				o2 := e.reg("rd")
-				e.op("add.s64", o2, o, itoa(a.Base.Const))
-				o = o2
-			}
-			at := g.globalAddr(a.Param, o)
+			at := g.globalAddr(a.Param, rowElem(off))
 			if size == 8 {
 				d := []string{e.reg("fd"), e.reg("fd")}
 				e.opIf(ok, "ld.global.v2.f64", "{"+strings.Join(d, ",")+"}", "["+at+"]")
@@ -289,15 +294,7 @@ func foldTile(g *gen, p *reducePlan, row0, kt, mask string) []string {
 			e.opIf(ok, "ld.global.v4.b32", "{"+strings.Join(d, ",")+"}", "["+at+"]")
 			return d
 		}
-		off := g.unravel(col, a.ColDims, a.ColStrides)
-		o := e.reg("rd")
-		e.op("add.s64", o, off, rowOff[0])
-		if a.Base.Const != 0 {
-			o2 := e.reg("rd")
-			e.op("add.s64", o2, o, itoa(a.Base.Const))
-			o = o2
-		}
-		return []string{g.loadBits(dt, g.globalAddr(a.Param, o), ok)}
+		return []string{g.loadBits(dt, g.globalAddr(a.Param, rowElem(g.unravel(col, a.ColDims, a.ColStrides))), ok)}
 	}
 	elem := func(raw []string, j int) val {
 		var bits string
