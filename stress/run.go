@@ -298,7 +298,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if o.Pressure != "" {
 			return nil, errs.New(errs.Input, "stress: the %s workload runs without pressure (got %s)", WorkloadTrain, o.Pressure)
 		}
-		plan, err = MakeTrainPlan(ctx, o.Backend, o.Seed, o.Jobs, min(o.PerJob, 2), min(o.Reps, 2))
+		plan, err = MakeTrainPlan(ctx, o.Backend, o.Seed, o.Jobs, o.PerJob, o.Reps)
 	default:
 		return nil, errs.New(errs.Input, "stress: workload %q (want %s or %s)", o.Workload, WorkloadGraphs, WorkloadTrain)
 	}
