@@ -2,6 +2,7 @@ package stress
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func TestTrainWorkloadCatchesADifferentDigest(t *testing.T) {
 func TestTrainWorkloadRefusesPressure(t *testing.T) {
 	_, err := Run(context.Background(), Options{Mode: ModeProcesses, Jobs: 1, Backend: cpu(t), Duration: time.Second, OutDir: t.TempDir(),
 		Workload: WorkloadTrain, Pressure: PressureOOM, Command: testCommand})
-	if errs.CodeOf(err) != errs.Input {
+	if errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), "without pressure") {
 		t.Fatalf("got %v", err)
 	}
 }
