@@ -412,17 +412,24 @@ func (g *gen) matmul(op string, dt numerics.DType) *graph.Value {
 	return g.op(op, attrs, g.input(dt, a, nil), g.input(dt, b, nil))
 }
 
-func (g *gen) attention(op string, dt numerics.DType) *graph.Value {
-	sq, sk, d, dv := g.pick(dims), g.pick(dims), g.pick(dims), g.pick(dims)
+// attentionDims draws an attention problem: query and key lengths, head dims, an optional
+// batch dim (shape builds [batch..., a, b]) and an optional causal mask.
+func (g *gen) attentionDims() (sq, sk, d, dv int, shape func(a, b int) []int, attrs graph.Attrs) {
+	sq, sk, d, dv = g.pick(dims), g.pick(dims), g.pick(dims), g.pick(dims)
 	lead := []int{}
 	if g.r.IntN(2) == 0 {
 		lead = []int{1 + g.r.IntN(3)}
 	}
-	shape := func(a, b int) []int { return append(slices.Clone(lead), a, b) }
-	attrs := graph.Attrs{}
+	shape = func(a, b int) []int { return append(slices.Clone(lead), a, b) }
+	attrs = graph.Attrs{}
 	if g.r.IntN(2) == 0 {
 		attrs["causal"] = graph.Bool(true)
 	}
+	return sq, sk, d, dv, shape, attrs
+}
+
+func (g *gen) attention(op string, dt numerics.DType) *graph.Value {
+	sq, sk, d, dv, shape, attrs := g.attentionDims()
 	g.k = max(g.k, sk, d)
 	return g.op(op, attrs, g.input(dt, shape(sq, d), nil), g.input(dt, shape(sk, d), nil), g.input(dt, shape(sk, dv), nil))
 }
@@ -432,16 +439,7 @@ func (g *gen) attention(op string, dt numerics.DType) *graph.Value {
 // saved values are the forward's, as the op requires), dO is an input, wrt q, k or v. Only
 // the head is named in the case name (and counted by the smoke test's head detection).
 func (g *gen) attentionGrad(op string, dt numerics.DType) *graph.Value {
-	sq, sk, d, dv := g.pick(dims), g.pick(dims), g.pick(dims), g.pick(dims)
-	lead := []int{}
-	if g.r.IntN(2) == 0 {
-		lead = []int{1 + g.r.IntN(3)}
-	}
-	shape := func(a, b int) []int { return append(slices.Clone(lead), a, b) }
-	attrs := graph.Attrs{}
-	if g.r.IntN(2) == 0 {
-		attrs["causal"] = graph.Bool(true)
-	}
+	sq, sk, d, dv, shape, attrs := g.attentionDims()
 	q, k := g.input(dt, shape(sq, d), nil), g.input(dt, shape(sk, d), nil)
 	if op == "attention_lse" {
 		g.k = max(g.k, sk, d)
