@@ -109,7 +109,7 @@ func smTargets(g GPU) []Target {
 	var out []Target
 	for _, n := range SMPartitionWays {
 		size, err := green.Plan(g.SMs, n, 0)
-		if g.SMs == 0 || err != nil {
+		if err != nil { // an unknown SM count (0) plans nothing
 			continue
 		}
 		out = append(out, Target{Kind: "sm", Name: fmt.Sprintf("%d-SM partition of %s", size, g.Name), UUID: g.UUID, GPU: g.Index,
