@@ -15,6 +15,7 @@ import (
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/harness"
+	"github.com/tessera-qa/tessera-qa/internal/testdeadline"
 )
 
 // The test binary doubles as the worker process: STRESS_TEST_WORKER holds the WorkerArgs.
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testdeadline.Main(m)
 }
 
 func testCommand(ctx context.Context, args string) *exec.Cmd {

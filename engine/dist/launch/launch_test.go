@@ -24,6 +24,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/internal/testdeadline"
 )
 
 // The test binary doubles as the rank program (and as a launcher, for the signal test): with
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(roleVar); role != "" {
 		os.Exit(runRole(role))
 	}
-	os.Exit(m.Run())
+	testdeadline.Main(m)
 }
 
 func runRole(role string) int {

@@ -11,12 +11,13 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/internal/testdeadline"
 )
 
 func TestMain(m *testing.M) {
 	switch Role() {
 	case "":
-		os.Exit(m.Run())
+		testdeadline.Main(m)
 	case "meet":
 		// The ranks meet over the store the parent serves and all-reduce their rank numbers.
 		ctx := context.Background()

@@ -45,6 +45,9 @@ const DefaultTTL = 60 * time.Second
 // to 128).
 const txnOps = 64
 
+// closeWait bounds Close's wait for the lease renewal to stop.
+const closeWait = 5 * time.Second
+
 // Option adjusts Dial.
 type Option func(*options)
 
@@ -189,8 +192,7 @@ func (s *store) keep(ctx context.Context, id clientv3.LeaseID) {
 	defer s.wg.Done()
 	for {
 		if ch, err := s.cli.KeepAlive(ctx, id); err == nil {
-			for range ch {
-			}
+			drain(ctx, ch)
 		}
 		select {
 		case <-ctx.Done():
@@ -202,6 +204,21 @@ func (s *store) keep(ctx context.Context, id clientv3.LeaseID) {
 		cancel()
 		if err == nil && r.TTL <= 0 {
 			return // expired: writes will grant a new lease
+		}
+	}
+}
+
+// drain reads keep-alive answers until the channel closes or ctx ends, whichever comes first:
+// Close must not wait on the client library to close a channel.
+func drain(ctx context.Context, ch <-chan *clientv3.LeaseKeepAliveResponse) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
 		}
 	}
 }
@@ -229,7 +246,15 @@ func (s *store) Close() error {
 	}
 	s.mu.Unlock()
 	err := s.cli.Close()
-	s.wg.Wait()
+	// The renewal goroutine ends once its context is cancelled; a bounded wait keeps a stuck
+	// client library from hanging the caller (the goroutine is then reported, not waited for).
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		return errs.New(errs.CommInit, "rendezvous store at %s: close: lease renewal still running after %s", s.addr, closeWait)
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return errs.New(errs.CommInit, "rendezvous store at %s: close: %v", s.addr, err)
 	}
@@ -333,13 +358,22 @@ func (s *store) watch(ctx context.Context, k string, prefix bool, rev int64, put
 	if prefix {
 		opts = append(opts, clientv3.WithPrefix())
 	}
-	for wr := range s.cli.Watch(wctx, k, opts...) {
-		if wr.Canceled || wr.Err() != nil {
-			break
-		}
-		for _, ev := range wr.Events {
-			if ev.Type == clientv3.EventTypePut && put(string(ev.Kv.Key), ev.Kv.Value) {
-				return nil
+	// The loop selects on ctx as well as ranging over the channel: a watch channel the client
+	// does not close (a stream being re-established when ctx ends) must not outlive the deadline.
+	wch := s.cli.Watch(wctx, k, opts...)
+watching:
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case wr, ok := <-wch:
+			if !ok || wr.Canceled || wr.Err() != nil {
+				break watching
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypePut && put(string(ev.Kv.Key), ev.Kv.Value) {
+					return nil
+				}
 			}
 		}
 	}
