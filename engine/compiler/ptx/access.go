@@ -274,7 +274,7 @@ func (g *gen) fromBits(dt numerics.DType, b string) val {
 	case numerics.F8E4M3, numerics.F8E5M2:
 		w := e.reg("rd")
 		e.op("cvt.u64.u16", w, b)
-		return val{decodeNarrow(ptxArith{e}, narrowOf[dt], w), false}
+		return val{narrowDecode(e, dt, w), false}
 	}
 	panic(fmt.Sprintf("fromBits: dtype %s", dt))
 }
@@ -371,7 +371,7 @@ func (g *gen) encodeBits(dt numerics.DType, v val) string {
 		return c
 	case numerics.F8E4M3, numerics.F8E5M2:
 		h := e.reg("h")
-		e.op("cvt.u16.u64", h, encodeNarrow(ptxArith{e}, narrowOf[dt], g.f64of(v)))
+		e.op("cvt.u16.u64", h, narrowEncode(e, dt, g.f64of(v)))
 		return h
 	case numerics.I8, numerics.I32:
 		s := g.truncSat(dt, v)

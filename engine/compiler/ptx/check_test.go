@@ -8,28 +8,44 @@ import (
 )
 
 // checkPTX is a small static checker for the generator's output, standing in for ptxas on
-// machines without the CUDA toolkit: balanced braces, declared registers only, every operand
-// of the register class its opcode's type demands, opcodes from knownOps, labels defined once
-// and every branch target defined, and as many .param entries as the kernel has params.
+// machines without the CUDA toolkit: balanced braces, declared registers only (each .func and
+// the entry declare their own), every operand of the register class its opcode's type demands,
+// opcodes from knownOps, calls only to routines defined above with the classes of their
+// signature, labels defined once and every branch target defined, and as many .param entries
+// as the kernel has params.
 func checkPTX(text string, params int) error {
 	if strings.Count(text, "{") != strings.Count(text, "}") {
 		return fmt.Errorf("unbalanced braces")
 	}
-	declared := map[string]int{}
-	for _, m := range regDecl.FindAllStringSubmatch(text, -1) {
-		n, _ := strconv.Atoi(m[3])
-		if want := classOfDecl[m[1]]; want != m[2] {
-			return fmt.Errorf("register file %%%s declared %s, want %s", m[2], m[1], want)
-		}
-		declared[m[2]] = n
-	}
 	if got := strings.Count(text, ".param .u64 "); got != params {
 		return fmt.Errorf("%d .param entries for %d params", got, params)
 	}
+	funcs := map[string][2]string{} // .func name -> classes of its result and argument
+	sc := &scope{declared: map[string]int{}}
 	labels := map[string]bool{}
 	var targets []string
 	for n, line := range strings.Split(text, "\n") {
 		where := func(err error) error { return fmt.Errorf("line %d %q: %w", n+1, strings.TrimSpace(line), err) }
+		if m := funcDecl.FindStringSubmatch(line); m != nil {
+			if _, twice := funcs[m[2]]; twice {
+				return where(fmt.Errorf(".func %s defined twice", m[2]))
+			}
+			funcs[m[2]] = [2]string{classOfDecl[m[1]], classOfDecl[m[3]]}
+			sc = &scope{declared: map[string]int{}, named: map[string]string{"%ret": classOfDecl[m[1]], "%arg": classOfDecl[m[3]]}}
+			continue
+		}
+		if strings.HasPrefix(line, ".visible .entry ") {
+			sc = &scope{declared: map[string]int{}}
+			continue
+		}
+		if m := regDecl.FindStringSubmatch(line); m != nil {
+			n, _ := strconv.Atoi(m[3])
+			if want := classOfDecl[m[1]]; want != m[2] {
+				return where(fmt.Errorf("register file %%%s declared %s, want %s", m[2], m[1], want))
+			}
+			sc.declared[m[2]] = n
+			continue
+		}
 		if m := labelDef.FindStringSubmatch(line); m != nil {
 			if labels[m[1]] {
 				return where(fmt.Errorf("label defined twice"))
@@ -37,7 +53,7 @@ func checkPTX(text string, params int) error {
 			labels[m[1]] = true
 			continue
 		}
-		if !strings.HasPrefix(line, "\t") || strings.HasPrefix(line, "\t//") || strings.HasPrefix(line, "\t.reg") ||
+		if !strings.HasPrefix(line, "\t") || strings.HasPrefix(line, "\t//") ||
 			strings.HasPrefix(line, "\t.param") || strings.HasPrefix(line, "\t0x") {
 			continue
 		}
@@ -48,7 +64,7 @@ func checkPTX(text string, params int) error {
 		ins = strings.TrimSuffix(ins, ";")
 		if strings.HasPrefix(ins, "@") {
 			guard, rest, _ := strings.Cut(ins, " ")
-			if err := checkReg(strings.TrimPrefix(strings.TrimPrefix(guard, "@"), "!"), "p", declared); err != nil {
+			if err := sc.checkReg(strings.TrimPrefix(strings.TrimPrefix(guard, "@"), "!"), "p"); err != nil {
 				return where(err)
 			}
 			ins = rest
@@ -61,14 +77,20 @@ func checkPTX(text string, params int) error {
 		if rest != "" {
 			ops = strings.Split(rest, ", ")
 		}
-		if opcode == "bra" {
+		switch opcode {
+		case "bra":
 			targets = append(targets, ops[0])
+			continue
+		case "call":
+			if err := sc.checkCall(ops, funcs); err != nil {
+				return where(err)
+			}
 			continue
 		}
 		want := operandClasses(opcode, len(ops))
 		for i, o := range ops {
 			isDst := i == 0 && !strings.HasPrefix(opcode, "st.") && !strings.HasPrefix(opcode, "bar.") && want[i] != "imm"
-			if err := checkOperand(o, want[i], isDst, declared); err != nil {
+			if err := sc.checkOperand(o, want[i], isDst); err != nil {
 				return where(fmt.Errorf("operand %d: %w", i, err))
 			}
 		}
@@ -81,8 +103,36 @@ func checkPTX(text string, params int) error {
 	return nil
 }
 
+// scope is what the body of one .func or of the entry may name: its register files and, in a
+// .func, its parameters.
+type scope struct {
+	declared map[string]int    // register file prefix -> count
+	named    map[string]string // parameter -> register class
+}
+
+// checkCall checks "call (%d), name, (%a)" against a routine defined above.
+func (sc *scope) checkCall(ops []string, funcs map[string][2]string) error {
+	if len(ops) != 3 {
+		return fmt.Errorf("call with %d operands, want (result), name, (argument)", len(ops))
+	}
+	sig, ok := funcs[ops[1]]
+	if !ok {
+		return fmt.Errorf("call to %s, which no .func above defines", ops[1])
+	}
+	for i, o := range []string{ops[0], ops[2]} {
+		if !strings.HasPrefix(o, "(") || !strings.HasSuffix(o, ")") {
+			return fmt.Errorf("call operand %q not in parentheses", o)
+		}
+		if err := sc.checkReg(strings.Trim(o, "()"), sig[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 var (
-	regDecl    = regexp.MustCompile(`\.reg (\.\w+) %([a-z]+)<(\d+)>;`)
+	regDecl    = regexp.MustCompile(`^\t\.reg (\.\w+) %([a-z]+)<(\d+)>;$`)
+	funcDecl   = regexp.MustCompile(`^\.func \(\.reg (\.\w+) %ret\) (\w+)\(\.reg (\.\w+) %arg\)$`)
 	labelDef   = regexp.MustCompile(`^(\$L\d+):$`)
 	regRef     = regexp.MustCompile(`^%([a-z]+)(\d+)$`)
 	immediate  = regexp.MustCompile(`^(-?\d+|0x[0-9A-F]+|0d[0-9A-F]{16}|0f[0-9A-F]{8})$`)
@@ -172,10 +222,10 @@ func operandClasses(opcode string, n int) []string {
 	return fill(last)
 }
 
-func checkOperand(o, want string, isDst bool, declared map[string]int) error {
+func (sc *scope) checkOperand(o, want string, isDst bool) error {
 	if strings.HasPrefix(o, "{") && strings.HasSuffix(o, "}") {
 		for _, r := range strings.Split(strings.Trim(o, "{}"), ",") {
-			if err := checkReg(r, want, declared); err != nil {
+			if err := sc.checkReg(r, want); err != nil {
 				return err
 			}
 		}
@@ -187,7 +237,7 @@ func checkOperand(o, want string, isDst bool, declared map[string]int) error {
 			return fmt.Errorf("%q is not an address", o)
 		}
 		if strings.HasPrefix(m[1], "%") {
-			return checkReg(m[1], "r|rd", declared)
+			return sc.checkReg(m[1], "r|rd")
 		}
 		return nil
 	}
@@ -200,20 +250,24 @@ func checkOperand(o, want string, isDst bool, declared map[string]int) error {
 	if strings.Contains(want, "sym") && (o == "%tid.x" || o == "%ctaid.x" || o == "%ctaid.y" || regexp.MustCompile(`^tq_\w+$`).MatchString(o)) {
 		return nil
 	}
-	return checkReg(o, want, declared)
+	return sc.checkReg(o, want)
 }
 
-func checkReg(o, want string, declared map[string]int) error {
-	m := regRef.FindStringSubmatch(o)
-	if m == nil {
-		return fmt.Errorf("%q is not a register", o)
-	}
-	n, _ := strconv.Atoi(m[2])
-	if lim, ok := declared[m[1]]; !ok || n >= lim {
-		return fmt.Errorf("register %s not declared", o)
+func (sc *scope) checkReg(o, want string) error {
+	class, ok := sc.named[o]
+	if !ok {
+		m := regRef.FindStringSubmatch(o)
+		if m == nil {
+			return fmt.Errorf("%q is not a register", o)
+		}
+		n, _ := strconv.Atoi(m[2])
+		if lim, ok := sc.declared[m[1]]; !ok || n >= lim {
+			return fmt.Errorf("register %s not declared", o)
+		}
+		class = m[1]
 	}
 	for _, w := range strings.Split(want, "|") {
-		if w == m[1] {
+		if w == class {
 			return nil
 		}
 	}

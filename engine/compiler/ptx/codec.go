@@ -86,3 +86,15 @@ var (
 	posInf = math.Inf(1)
 	nanF64 = math.NaN()
 )
+
+// narrowEncode is encodeNarrow of an f64 register through the module's .func for dt, and
+// narrowDecode decodeNarrow of a bit pattern (emitter.callFunc says why).
+func narrowEncode(e *emitter, dt numerics.DType, x string) string {
+	f := narrowOf[dt]
+	return e.callFunc("tq_encode_"+dt.String(), "fd", "rd", x, func(m ptxArith, a string) string { return encodeNarrow(m, f, a) })
+}
+
+func narrowDecode(e *emitter, dt numerics.DType, bits string) string {
+	f := narrowOf[dt]
+	return e.callFunc("tq_decode_"+dt.String(), "rd", "fd", bits, func(m ptxArith, a string) string { return decodeNarrow(m, f, a) })
+}

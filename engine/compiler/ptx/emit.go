@@ -27,10 +27,12 @@ type emitState struct {
 	count  map[string]int
 	labels int
 	tables map[string]*table
+	funcs  []string        // .func definitions, in order of first call
+	called map[string]bool // names in funcs
 }
 
 func newEmitter() *emitter {
-	return &emitter{w: &strings.Builder{}, emitState: &emitState{count: map[string]int{}, tables: map[string]*table{}}}
+	return &emitter{w: &strings.Builder{}, emitState: &emitState{count: map[string]int{}, tables: map[string]*table{}, called: map[string]bool{}}}
 }
 
 // fork returns an emitter writing to its own buffer with the same numbering.
@@ -80,6 +82,35 @@ func (e *emitter) decls() string {
 	}
 	return b.String()
 }
+
+// callFunc applies a routine of one argument to x through the module's .func name, which body
+// writes on first use; argCls and retCls are register classes ("fd" f64, "rd" b64). A routine
+// such as tanh is some 300 instructions, the f64 -> fp8 encoder some 60; written inline they
+// were repeated for every element an unrolled loop handles, and the driver's JIT time grows
+// with the text it compiles (docs/ptx.md, "Compile cost"). The values are unchanged: argument
+// and result pass by value in registers and the body is the same instructions.
+func (e *emitter) callFunc(name, argCls, retCls, x string, body func(m ptxArith, arg string) string) string {
+	if !e.called[name] {
+		e.called[name] = true
+		f := newEmitter()
+		f.tables = e.tables // the tables are module-level: declared once, before every function
+		y := body(ptxArith{f}, "%arg")
+		f.op("mov"+funcTypes[retCls], "%ret", y)
+		f.op("ret")
+		e.funcs = append(e.funcs, fmt.Sprintf(".func (.reg %s %%ret) %s(.reg %s %%arg)\n{\n%s%s}\n\n",
+			funcTypes[retCls], name, funcTypes[argCls], f.decls(), f.w.String()))
+	}
+	d := e.reg(retCls)
+	e.op("call", "("+d+")", name, "("+x+")")
+	return d
+}
+
+// funcTypes are the PTX types of the register classes a .func passes.
+var funcTypes = map[string]string{"fd": ".f64", "rd": ".b64"}
+
+// moduleDecls is what precedes the entry: the .const tables in name order, then the .func
+// routines the body calls.
+func (e *emitter) moduleDecls() string { return e.constDecls() + strings.Join(e.funcs, "") }
 
 // constDecls declares the .const tables the body indexes, in name order.
 func (e *emitter) constDecls() string {

@@ -215,3 +215,58 @@ func TestWritePTX(t *testing.T) {
 	})
 	t.Logf("wrote %d PTX files to %s", n, dir)
 }
+
+// A routine (tanh here, and the bf16 encoder of its f64 result) is one .func however many
+// elements the unrolled stream loop applies it to, and the checker holds calls to their
+// signatures.
+func TestMathRoutinesAreFunctionsWrittenOnce(t *testing.T) {
+	g := graph.NewBuilder("tanh")
+	x := g.Input("x", numerics.BF16, 64, 64)
+	g.Output(g.Op("tanh", nil, x))
+	gr, err := g.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := compiler.Compile(gr, compiler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Generate(p.Kernels[0], H100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPTX(m.PTX, 2); err != nil {
+		t.Fatalf("good PTX rejected: %v", err)
+	}
+	if n := strings.Count(m.PTX, ".func (.reg .f64 %ret) tq_tanh(.reg .f64 %arg)"); n != 1 {
+		t.Fatalf("tq_tanh defined %d times", n)
+	}
+	if n := strings.Count(m.PTX, ", tq_tanh, ("); n < 8 {
+		t.Fatalf("%d calls of tq_tanh: the stream loop should apply it to at least 8 elements", n)
+	}
+	if n := strings.Count(m.PTX, "fma.rn.f64"); n > 60 {
+		t.Errorf("%d fma.rn.f64 in the module: the routine's body is repeated", n)
+	}
+	planted := map[string]func(string) string{
+		"call to an undefined routine": func(s string) string { return strings.Replace(s, ", tq_tanh, (", ", tq_tanhx, (", 1) },
+		"result in the wrong class":    func(s string) string { return strings.Replace(s, "call (%fd", "call (%rd", 1) },
+		"routine defined twice": func(s string) string {
+			i := strings.Index(s, ".func (.reg .f64 %ret) tq_tanh")
+			j := i + strings.Index(s[i:], "}\n") + 2
+			return s[:j] + s[i:j] + s[j:]
+		},
+		"a routine uses the entry's registers": func(s string) string {
+			i := strings.Index(s, ".func (.reg .f64 %ret) tq_tanh")
+			return s[:i] + strings.Replace(s[i:], "%arg;", "%fd99999;", 1)
+		},
+	}
+	for name, plant := range planted {
+		bad := plant(m.PTX)
+		if bad == m.PTX {
+			t.Fatalf("%s: plant did not apply", name)
+		}
+		if checkPTX(bad, 2) == nil {
+			t.Errorf("%s: checker accepted it", name)
+		}
+	}
+}

@@ -36,9 +36,23 @@ func (g *gen) unaryVal(op tile.UnaryOp, dt numerics.DType, v val) val {
 	if dt.IsInt() && (op == tile.Neg || op == tile.Abs || op == tile.Relu) {
 		return g.intVal(g.wrapInt(dt, g.intUnary(op, g.toInt(v))))
 	}
-	y, _ := unaryF64(ptxArith{g.e}, string(op), g.f64of(v))
+	x := g.f64of(v)
+	var y string
+	if calledOps[op] {
+		y = g.e.callFunc("tq_"+string(op), "fd", "fd", x, func(m ptxArith, a string) string {
+			r, _ := unaryF64(m, string(op), a)
+			return r
+		})
+	} else {
+		y, _ = unaryF64(ptxArith{g.e}, string(op), x)
+	}
 	return g.roundTo(dt, val{y, false})
 }
+
+// calledOps are the unary ops whose f64 routine is a .func (emitter.callFunc): the ones built
+// on exp, log, tanh or erf. The others are a few instructions and stay inline.
+var calledOps = map[tile.UnaryOp]bool{tile.Exp: true, tile.Log: true, tile.Tanh: true, tile.Sigmoid: true,
+	tile.Silu: true, tile.GeluErf: true, tile.GeluTanh: true, tile.Erf: true}
 
 func (g *gen) intUnary(op tile.UnaryOp, v string) string {
 	e := g.e

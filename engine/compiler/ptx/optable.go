@@ -45,7 +45,7 @@ var knownOps = setOf(
 	"wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3",
 	"setp.eq.u32", "st.global.v2.f32",
 	// control
-	"bra", "bar.sync", "ret",
+	"bra", "bar.sync", "ret", "call",
 )
 
 func setOf(ss ...string) map[string]bool {

@@ -75,7 +75,10 @@ func emuParse(text string) (*emuModule, error) {
 	if entry < 0 {
 		return nil, fmt.Errorf("no .entry")
 	}
-	body := text[entry+strings.Index(text[entry:], "{\n")+2:]
+	body, err := emuInlineCalls(text, text[entry+strings.Index(text[entry:], "{\n")+2:])
+	if err != nil {
+		return nil, err
+	}
 	for _, line := range strings.Split(body, "\n") {
 		s := strings.TrimSpace(line)
 		if s == "" || s == "}" || strings.HasPrefix(s, "//") || strings.HasPrefix(s, ".reg") {
@@ -110,6 +113,48 @@ func emuParse(text string) (*emuModule, error) {
 	}
 	m.nregs = len(regs)
 	return m, nil
+}
+
+// emuFuncDecl is one ".func (.reg .T %ret) NAME(.reg .T %arg)" routine the generator writes.
+var emuFuncDecl = regexp.MustCompile(`(?s)\.func \(\.reg \.\w+ %ret\) (\w+)\(\.reg \.\w+ %arg\)\n\{\n(.*?)\n\}\n`)
+
+var emuCall = regexp.MustCompile(`^call \((%\w+)\), (\w+), \((%\w+)\);$`)
+
+var emuRegName = regexp.MustCompile(`%[A-Za-z_]\w*`)
+
+// emuInlineCalls replaces every call in body by the routine's instructions, its registers
+// renamed apart for each call site, with the argument moved in and the result moved out: by
+// value, as the PTX call passes them.
+func emuInlineCalls(text, body string) (string, error) {
+	funcs := map[string]string{}
+	for _, d := range emuFuncDecl.FindAllStringSubmatch(text, -1) {
+		funcs[d[1]] = d[2]
+	}
+	var out strings.Builder
+	site := 0
+	for _, line := range strings.Split(body, "\n") {
+		c := emuCall.FindStringSubmatch(strings.TrimSpace(line))
+		if c == nil {
+			out.WriteString(line + "\n")
+			continue
+		}
+		fn, ok := funcs[c[2]]
+		if !ok {
+			return "", fmt.Errorf("%q: no .func %s in the module", strings.TrimSpace(line), c[2])
+		}
+		site++
+		rename := func(r string) string { return fmt.Sprintf("%%call%d_%s", site, r[1:]) }
+		fmt.Fprintf(&out, "\tmov.b64 %s, %s;\n", rename("%arg"), c[3])
+		for _, fl := range strings.Split(fn, "\n") {
+			t := strings.TrimSpace(fl)
+			if t == "" || t == "ret;" || strings.HasPrefix(t, ".reg") || strings.HasPrefix(t, "//") {
+				continue
+			}
+			out.WriteString("\t" + emuRegName.ReplaceAllStringFunc(t, rename) + "\n")
+		}
+		fmt.Fprintf(&out, "\tmov.b64 %s, %s;\n", c[1], rename("%ret"))
+	}
+	return out.String(), nil
 }
 
 func emuOperandOf(a string, reg func(string) int) (emuOperand, error) {

@@ -151,7 +151,7 @@ func (g *rowsGen) module() *Module {
 		g.p.op, g.K, g.W, g.k.Name)
 	fmt.Fprintf(&b, "// Launch: grid (%d,1,1), %d threads, %d bytes of dynamic shared memory.\n", g.p.rows, g.T, rowsShared)
 	fmt.Fprintf(&b, ".version %s\n.target %s\n.address_size 64\n\n", g.t.PTXVersion, g.t.Arch())
-	b.WriteString(g.e.constDecls())
+	b.WriteString(g.e.moduleDecls())
 	b.WriteString(".extern .shared .align 16 .b8 tq_smem[];\n\n")
 	fmt.Fprintf(&b, ".visible .entry %s(", g.entry)
 	for i := range g.k.Params {

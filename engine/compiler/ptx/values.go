@@ -167,9 +167,7 @@ func (g *gen) roundTo(dt numerics.DType, v val) val {
 	case numerics.F16, numerics.BF16:
 		return g.roundHalf(dt, v)
 	case numerics.F8E4M3, numerics.F8E5M2:
-		f := narrowOf[dt]
-		m := ptxArith{g.e}
-		return val{decodeNarrow(m, f, encodeNarrow(m, f, g.f64of(v))), false}
+		return val{narrowDecode(g.e, dt, narrowEncode(g.e, dt, g.f64of(v))), false}
 	case numerics.I8, numerics.I32:
 		return g.intVal(g.wrapInt(dt, g.toInt(v)))
 	case numerics.Bool:
@@ -204,8 +202,7 @@ func (g *gen) halfBits(dt numerics.DType, v val) string {
 		g.e.op(op, h, v.reg)
 		return h
 	}
-	m := ptxArith{g.e}
-	g.e.op("cvt.u16.u64", h, encodeNarrow(m, narrowOf[dt], v.reg))
+	g.e.op("cvt.u16.u64", h, narrowEncode(g.e, dt, v.reg))
 	return h
 }
 
