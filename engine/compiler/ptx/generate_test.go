@@ -107,21 +107,7 @@ func TestCatalogueGeneratesWellFormedPTX(t *testing.T) {
 // TestCheckerCatchesMistakes proves the checker is not vacuous: each planted defect fails it.
 func TestCheckerCatchesMistakes(t *testing.T) {
 	t.Setenv(streamEnv, "off") // the plants below are written against the SIMT path's text
-	g := graph.NewBuilder("relu")
-	x := g.Input("x", numerics.F32, 5, 7)
-	g.Output(g.Op("relu", nil, x))
-	gr, err := g.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := compiler.Compile(gr, compiler.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Generate(p.Kernels[0], H100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := unaryModule(t, "relu", numerics.F32, 5, 7)
 	if err := checkPTX(m.PTX, 2); err != nil {
 		t.Fatalf("good PTX rejected: %v", err)
 	}
@@ -220,21 +206,7 @@ func TestWritePTX(t *testing.T) {
 // elements the unrolled stream loop applies it to, and the checker holds calls to their
 // signatures.
 func TestMathRoutinesAreFunctionsWrittenOnce(t *testing.T) {
-	g := graph.NewBuilder("tanh")
-	x := g.Input("x", numerics.BF16, 64, 64)
-	g.Output(g.Op("tanh", nil, x))
-	gr, err := g.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := compiler.Compile(gr, compiler.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Generate(p.Kernels[0], H100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := unaryModule(t, "tanh", numerics.BF16, 64, 64)
 	if err := checkPTX(m.PTX, 2); err != nil {
 		t.Fatalf("good PTX rejected: %v", err)
 	}
@@ -269,4 +241,24 @@ func TestMathRoutinesAreFunctionsWrittenOnce(t *testing.T) {
 			t.Errorf("%s: checker accepted it", name)
 		}
 	}
+}
+
+// unaryModule is the H100 module of the one kernel of op applied to an input of dt and shape.
+func unaryModule(t *testing.T, op string, dt numerics.DType, shape ...int) *Module {
+	t.Helper()
+	g := graph.NewBuilder(op)
+	g.Output(g.Op(op, nil, g.Input("x", dt, shape...)))
+	gr, err := g.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := compiler.Compile(gr, compiler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Generate(p.Kernels[0], H100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
