@@ -18,8 +18,8 @@ const hostileWorkload = `goroutines x2 on cpu <svg onload=alert(4)>`
 
 // writeStressAndPartitions ingests, through the reporter's own parser, the H100 stress
 // reports (the 8 x 10 minute soak twice, from two commits, so it is a series; the OOM and
-// cache pressure runs once), a failing stress run with hostile names, and the Ginkgo report
-// of the partitions suite's entries (harness/report/parse/testdata).
+// cache pressure runs once), a failing stress run with hostile names, and the Ginkgo reports
+// of the partitions suite's entries and of a ptxas suite run (harness/report/parse/testdata).
 func writeStressAndPartitions(ctx context.Context, db *report.DB) error {
 	at := time.Date(2026, 1, 10, 2, 0, 0, 0, time.UTC)
 	in := func(path, commit string, day int) error {
@@ -30,7 +30,7 @@ func writeStressAndPartitions(ctx context.Context, db *report.DB) error {
 	for i, f := range []struct {
 		path, commit string
 	}{{"stress/soak-h100.json", "50a6001"}, {"stress/soak-h100.json", "50a6002"}, {"stress/oom-h100.json", "50a6002"},
-		{"stress/cache-h100.json", "50a6002"}, {"ginkgo/partitions-standin.json", "50a6002"}} {
+		{"stress/cache-h100.json", "50a6002"}, {"ginkgo/partitions-standin.json", "50a6002"}, {"ginkgo/ptxas.json", "50a6002"}} {
 		if err := in(f.path, f.commit, i); err != nil {
 			return err
 		}
@@ -147,6 +147,24 @@ func TestByteMetricsAreDrawnInMiB(t *testing.T) {
 	for _, tk := range c.YTicks {
 		if strings.Contains(tk.Label, "e+") {
 			t.Errorf("tick %q", tk.Label)
+		}
+	}
+}
+
+func TestCompileSection(t *testing.T) {
+	s, _ := openSite(t)
+	c := kindSection(render(t, s, PageMetrics), "compile")
+	if !strings.Contains(c, `data-sections="2"`) || strings.Contains(c, "no data yet") {
+		t.Fatalf("want the catalogue and random-graph sections:\n%.2000s", c)
+	}
+	for _, g := range []string{"ptx-size", "registers", "spills", "ptxas-time"} {
+		if !strings.Contains(c, `data-group="`+g+`"`) {
+			t.Errorf("no %s chart group", g)
+		}
+	}
+	for _, chart := range []string{"simt-stream: PTX a module", "simt-stream: registers (most)", "mma.sync: bytes spilled", "simt-transpose: ptxas a module"} {
+		if !strings.Contains(c, `aria-label="`+chart) {
+			t.Errorf("no chart %s", chart)
 		}
 	}
 }

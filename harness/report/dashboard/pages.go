@@ -301,18 +301,28 @@ var partitionsGroups = []chartGroupSpec{
 	{ID: "golden", Title: "Golden catalogue specs whose bits differ from the whole GPU's (0: same bits)", Takes: func(m string) bool { return strings.HasSuffix(m, "from the whole GPU") }},
 }
 
+// compileGroups: the metrics of parse/ptxas.go, one chart per code path and measure.
+var compileGroups = []chartGroupSpec{
+	{ID: "ptx-size", Title: "PTX a module (KB): what the driver's JIT reads", Takes: func(m string) bool { return strings.HasSuffix(m, ": PTX a module") }},
+	{ID: "registers", Title: "Registers of the hungriest entry (occupancy falls past 64, 128)", Takes: func(m string) bool { return strings.HasSuffix(m, ": registers (most)") }},
+	{ID: "spills", Title: "Bytes spilled to local memory (0 wanted)", Takes: func(m string) bool { return strings.HasSuffix(m, ": bytes spilled") }},
+	{ID: "ptxas-time", Title: "ptxas time a module (ms; moves with the machine too)", Takes: func(m string) bool { return strings.HasSuffix(m, ": ptxas a module") }},
+}
+
 // partitionsNote is said wherever interference ratios are shown: they measure shared
 // resources, not a failure of SM isolation (design.md §10).
 const partitionsNote = "Green contexts isolate SMs only: memory bandwidth and L2 are shared, so a ratio below 1 where both neighbours stream memory is expected, not an isolation failure."
 
 func (s *Site) metrics(ctx context.Context) (metricsData, error) {
-	d := metricsData{base: s.base("Chaos, stress and partitions", PageMetrics)}
+	d := metricsData{base: s.base("Chaos, stress, partitions and compile cost", PageMetrics)}
 	for _, k := range []metricKind{
 		{Kind: "chaos", Title: "Chaos", About: "fault injection scenarios: recovery time, lost work, verdict per run"},
 		{Kind: "stress", Title: "Stress", About: "concurrent workloads and soaks (tessera-qa stress --json): mismatches, leak slopes, latency under load, verdict per run",
 			Groups: stressGroups},
 		{Kind: "partitions", Title: "Partitions", About: "the partitions suite's Ginkgo report: the interference ratio of each pair of SM partitions, and the golden catalogue's bits per SM count",
 			Note: partitionsNote, Groups: partitionsGroups},
+		{Kind: "compile", Title: "Compile cost", About: "the ptxas suite's Ginkgo report: what NVIDIA's assembler makes of the generator's kernels for sm_90, per code path, on the golden catalogue and on the same random graphs each CI run",
+			Groups: compileGroups},
 	} {
 		secs, err := s.db.Metrics(ctx, k.Kind)
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 // naming the file; an acceptance has rows, and everything in them is storable (PostgreSQL
 // refuses NUL and invalid UTF-8; the analyses need finite, non-negative numbers). Seeds:
 // testdata/fuzz/FuzzIngest (each kind of report and hostile ones), the reporter's fixtures and
-// testdata/stress and testdata/ginkgo (stress reports, the partitions suite's entries).
+// testdata/stress and testdata/ginkgo (stress reports, the partitions and ptxas suites' entries).
 // That a rejected file leaves the store unchanged is checked on real stores by the report
 // package's TestIngestCorpus, over the same seeds.
 func FuzzIngest(f *testing.F) {
@@ -29,7 +29,7 @@ func FuzzIngest(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	for _, name := range []string{"stress/soak-h100.json", "stress/oom-h100.json", "stress/cache-h100.json", "ginkgo/partitions-standin.json"} {
+	for _, name := range []string{"stress/soak-h100.json", "stress/oom-h100.json", "stress/cache-h100.json", "ginkgo/partitions-standin.json", "ginkgo/ptxas.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)

@@ -27,7 +27,7 @@ type ginkgoSpec struct {
 	State                   string
 	RunTime                 int64 // nanoseconds
 	NumAttempts             int
-	ReportEntries           []ginkgoEntry // the partitions suite's measurements (partitions.go)
+	ReportEntries           []ginkgoEntry // structured measurements: partitions.go, ptxas.go
 	Failure                 struct {
 		Message  string
 		Location struct {
@@ -108,7 +108,8 @@ func parseGinkgo(file string, data []byte) (*Report, error) {
 				DurationMS: float64(sp.RunTime) / 1e6, Failure: text(sp.Failure.Message), Location: text(loc)}
 			p.Batch.Specs = append(p.Batch.Specs, row)
 			s.WallMS += row.DurationMS
-			if partitionEntries(c, w, sp.State, sp.ReportEntries, p); c.err != nil {
+			partitionEntries(c, w, sp.State, sp.ReportEntries, p)
+			if ptxasEntries(c, w, sp.State, sp.ReportEntries, p); c.err != nil {
 				return nil, c.err
 			}
 			switch {

@@ -54,15 +54,21 @@ type goldenValue struct {
 	SameBits  *bool `json:"same_bits"`
 }
 
-// partitionEntries appends the metrics of one spec's report entries to p.
-func partitionEntries(c *Checker, where, state string, entries []ginkgoEntry, p *Report) {
-	verdict := ""
+// specVerdict is the verdict a spec's state gives the metrics its entries report ("" for a
+// skipped or pending spec).
+func specVerdict(state string) string {
 	switch {
 	case state == "passed":
-		verdict = harness.VerdictPass
+		return harness.VerdictPass
 	case specFailed(state):
-		verdict = harness.VerdictFail
+		return harness.VerdictFail
 	}
+	return ""
+}
+
+// partitionEntries appends the metrics of one spec's report entries to p.
+func partitionEntries(c *Checker, where, state string, entries []ginkgoEntry, p *Report) {
+	verdict := specVerdict(state)
 	for i, e := range entries {
 		if e.Name != interferenceEntry && e.Name != goldenEntry {
 			continue
