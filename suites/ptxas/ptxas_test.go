@@ -15,7 +15,6 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx/ptxas"
-	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/golden"
 	"github.com/tessera-qa/tessera-qa/harness/prop"
 )
@@ -89,6 +88,26 @@ func programModules(name string, p *compiler.Program) ([]module, error) {
 		out[i] = module{from: fmt.Sprintf("%s kernel %s", name, p.Kernels[i].Name), path: m.Path, ptx: m.PTX}
 	}
 	return out, nil
+}
+
+// catalogueModules is every distinct module of the golden catalogue's programs for target t
+// whose code path keep takes (specs of one op often share their kernels).
+func catalogueModules(t ptx.Target, keep func(path string) bool) []module {
+	seen := map[string]bool{}
+	var mods []module
+	for _, s := range golden.Catalogue() {
+		p, err := compiler.Compile(s.Graph, compiler.Options{})
+		Expect(err).NotTo(HaveOccurred(), s.Name)
+		gen, err := ptx.GenerateProgram(p, t)
+		Expect(err).NotTo(HaveOccurred(), s.Name)
+		for i, m := range gen {
+			if keep(m.Path) && !seen[m.PTX] {
+				seen[m.PTX] = true
+				mods = append(mods, module{from: fmt.Sprintf("%s kernel %s", s.Name, p.Kernels[i].Name), path: m.Path, ptx: m.PTX})
+			}
+		}
+	}
+	return mods
 }
 
 // rejected lists the modules ptxas refused, one line each.
@@ -170,20 +189,7 @@ func reportCosts(set string, as []assembled) {
 var _ = Describe("NVIDIA's assembler", Label("cpu"), func() {
 	It("accepts every kernel of the golden catalogue for sm_90, none spilling registers", func() {
 		needTool()
-		seen := map[string]bool{}
-		var mods []module
-		for _, s := range golden.Catalogue() {
-			p, err := compiler.Compile(s.Graph, compiler.Options{})
-			Expect(err).NotTo(HaveOccurred(), s.Name)
-			ms, err := programModules(s.Name, p)
-			Expect(err).NotTo(HaveOccurred(), s.Name)
-			for _, m := range ms {
-				if !seen[m.ptx] { // specs of one op often share their kernels
-					seen[m.ptx] = true
-					mods = append(mods, m)
-				}
-			}
-		}
+		mods := catalogueModules(ptx.H100, func(string) bool { return true })
 		Expect(len(mods)).To(BeNumerically(">", 300), "the catalogue gave too few kernels to mean anything")
 		as := assembleAll(mods)
 		AddReportEntry(fmt.Sprintf("ptxas %s on %d distinct catalogue kernels", tool.Release, len(as)))
@@ -218,24 +224,17 @@ var _ = Describe("NVIDIA's assembler", Label("cpu"), func() {
 		Expect(rejected(as)).To(BeEmpty())
 	})
 
-	It("has a reason when it cannot assemble the H100's sm_90a kernels (wgmma)", func() {
+	It("accepts the H100's sm_90a kernels of the golden catalogue (wgmma matmul and attention)", func() {
 		needTool()
-		var gemm *golden.Spec
-		for _, s := range golden.SpecsFor("matmul", numerics.BF16) {
-			gemm = &s
-			break
-		}
-		Expect(gemm).NotTo(BeNil())
-		p, err := compiler.Compile(gemm.Graph, compiler.Options{})
-		Expect(err).NotTo(HaveOccurred())
-		t := ptx.H100
-		t.ArchSuffix = "a"
-		mods, err := ptx.GenerateProgram(p, t)
-		Expect(err).NotTo(HaveOccurred())
-		_, err = tool.Assemble(context.Background(), mods[0].PTX, gemm.Name)
-		if err != nil && strings.Contains(err.Error(), "does not assemble sm_90a") {
+		if !tool.Knows("sm_90a") {
 			Skip(fmt.Sprintf("ptxas %s predates sm_90a (CUDA 12.0): the wgmma kernels are checked by the simulator in CI and by the driver on the GPU machine", tool.Release))
 		}
-		Expect(err).NotTo(HaveOccurred())
+		t := ptx.H100
+		t.ArchSuffix = "a"
+		mods := catalogueModules(t, func(path string) bool { return strings.Contains(path, "wgmma") })
+		Expect(mods).NotTo(BeEmpty(), "no wgmma kernel in the catalogue")
+		as := assembleAll(mods)
+		reportCosts("golden catalogue, sm_90a", as)
+		Expect(rejected(as)).To(BeEmpty())
 	})
 })

@@ -1,15 +1,18 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx/ptxas"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
@@ -21,6 +24,21 @@ type compileJSON struct {
 	ScheduleHash string         `json:"schedule_hash"`
 	Kernels      int            `json:"kernels"`
 	Schedules    []scheduleJSON `json:"schedules"`
+	Ptxas        []ptxasJSON    `json:"ptxas,omitempty"` // --target ptxas
+}
+
+// ptxasJSON is what NVIDIA's assembler reports for one kernel (--target ptxas).
+type ptxasJSON struct {
+	Kernel      string  `json:"kernel"`
+	Path        string  `json:"path"`
+	PTXBytes    int     `json:"ptx_bytes"`
+	Registers   int     `json:"registers"`
+	StackBytes  int     `json:"stack_bytes"`
+	SpillStores int     `json:"spill_stores"`
+	SpillLoads  int     `json:"spill_loads"`
+	Routines    int     `json:"routines"` // .func routines the kernel calls
+	MS          float64 `json:"ms"`
+	Release     string  `json:"ptxas"`
 }
 
 type scheduleJSON struct {
@@ -62,7 +80,9 @@ and the schedule hash.
 
 --target ptx prints every kernel's PTX (docs/ptx.md) instead of the schedules; --arch sm_90a
 gives the dedicated wgmma kernels (matmul, attention) the CUDA backend uses on an H100, sm_90
-the SIMT and mma.sync paths.
+the SIMT and mma.sync paths. --target ptxas assembles every kernel with NVIDIA's ptxas
+(TESSERA_PTXAS, else ptxas on PATH; no GPU needed) and prints what it reports: registers,
+stack, spills, the routines called and the time it took; a kernel ptxas rejects is E_INTERNAL.
 
 --mesh dp=2,tp=2 compiles for a device mesh: the shard pass propagates the --layout of each
 input (NAME=LAYOUT, repeatable: W=col:tp, W=row:tp, X=[S(dp),R], ...; absent inputs are
@@ -72,6 +92,7 @@ Layout forms are in docs/distributed.md.`,
   tessera-qa compile --dump=graph,schedule,tile docs/examples/mlp.tg
   tessera-qa compile --dump=after:canonicalize docs/examples/mlp.tg
   tessera-qa compile --target ptx docs/examples/mlp.tg
+  tessera-qa compile --target ptxas docs/examples/mlp.tg
   tessera-qa compile --mesh dp=2,tp=2 --layout w1=col:tp --layout w2=row:tp --dump=dist docs/examples/mlp.tg`,
 		Args: exactArgs("GRAPH"),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
@@ -79,8 +100,8 @@ Layout forms are in docs/distributed.md.`,
 			if err != nil {
 				return usage(cmd, "%v", err)
 			}
-			if target != "tile" && target != "ptx" {
-				return usage(cmd, "--target %q: want tile or ptx", target)
+			if target != "tile" && target != "ptx" && target != "ptxas" {
+				return usage(cmd, "--target %q: want tile, ptx or ptxas", target)
 			}
 			tgt := ptx.H100
 			switch arch {
@@ -100,8 +121,8 @@ Layout forms are in docs/distributed.md.`,
 				opts.Dump, opts.DumpAfter = out, after
 			}
 			if meshSpec != "" || len(layoutSpecs) > 0 {
-				if target == "ptx" {
-					return usage(cmd, "--target ptx with --mesh: compile one segment's graph instead")
+				if target != "tile" {
+					return usage(cmd, "--target %s with --mesh: compile one segment's graph instead", target)
 				}
 				if opts.Mesh, opts.Layouts, err = meshOptions(g, meshSpec, layoutSpecs); err != nil {
 					return err
@@ -116,6 +137,7 @@ Layout forms are in docs/distributed.md.`,
 			if err != nil {
 				return err
 			}
+			var assembled []ptxasJSON
 			switch {
 			case target == "ptx":
 				text, err := ptx.Text(p, tgt)
@@ -123,6 +145,10 @@ Layout forms are in docs/distributed.md.`,
 					return err
 				}
 				io.WriteString(out, text)
+			case target == "ptxas":
+				if assembled, err = assembleKernels(cmd.Context(), out, p, tgt); err != nil {
+					return err
+				}
 			case len(after) == 0:
 				io.WriteString(out, compiler.FormatSchedules(p.Schedules))
 			}
@@ -133,11 +159,13 @@ Layout forms are in docs/distributed.md.`,
 				prefix = "// "
 			}
 			fmt.Fprintf(out, "%sschedule-hash %s (%d kernels)\n", prefix, p.ScheduleHash, len(p.Kernels))
-			return e.writeJSON(jsonPath, compileReport(g, p))
+			r := compileReport(g, p)
+			r.Ptxas = assembled
+			return e.writeJSON(jsonPath, r)
 		}),
 	}
-	cmd.Flags().StringVar(&target, "target", "tile", "what to print: tile (schedules, or the --dump views) or ptx (every kernel's PTX for sm_90)")
-	cmd.Flags().StringVar(&arch, "arch", "sm_90", "--target ptx: sm_90 or sm_90a (wgmma)")
+	cmd.Flags().StringVar(&target, "target", "tile", "what to print: tile (schedules, or the --dump views), ptx (every kernel's PTX for sm_90) or ptxas (what NVIDIA's assembler makes of each kernel)")
+	cmd.Flags().StringVar(&arch, "arch", "sm_90", "--target ptx or ptxas: sm_90 or sm_90a (wgmma)")
 	cmd.Flags().StringSliceVar(&dump, "dump", nil, "print the IR after passes: graph, dist, groups, schedule, tile, all, or a pass name (comma-separated)")
 	cmd.Flags().StringVar(&meshSpec, "mesh", "", "compile for a device mesh: axis=size,... (dp=2,tp=2)")
 	cmd.Flags().StringArrayVar(&layoutSpecs, "layout", nil, "with --mesh: an input's layout, NAME=LAYOUT (W=col:tp, X=[S(dp),R]); repeatable")
@@ -225,4 +253,46 @@ func (e *env) writeDist(out io.Writer, jsonPath string, g *graph.Graph, dp *comp
 	}
 	fmt.Fprintf(out, "schedule-hash %s (%d kernels, %d collectives, mesh %s, %d ranks)\n", dp.ScheduleHash, r.Kernels, colls, dp.Graph.Mesh, dp.Graph.Mesh.World())
 	return e.writeJSON(jsonPath, r)
+}
+
+// assembleKernels runs ptxas on every kernel of p and writes one line a kernel. No assembler is
+// E_UNSUPPORTED with exit code 3 (the environment asked for is missing).
+func assembleKernels(ctx context.Context, out io.Writer, p *compiler.Program, tgt ptx.Target) ([]ptxasJSON, error) {
+	tool, err := ptxas.Find()
+	if err == nil {
+		err = tool.CheckArch(tgt.Arch())
+	}
+	if err != nil {
+		return nil, &exitError{code: ExitMissing, err: err}
+	}
+	mods, err := ptx.GenerateProgram(p, tgt)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	fmt.Fprintf(out, "ptxas %s (%s), %s\n", tool.Release, tool.Path, tgt.Arch())
+	fmt.Fprintf(out, "%-8s %-15s %9s %9s %7s %12s %8s %9s\n", "kernel", "path", "PTX KB", "registers", "stack", "spilled B", "routines", "ptxas ms")
+	rows := make([]ptxasJSON, 0, len(mods))
+	for i, m := range mods {
+		name := p.Kernels[i].Name
+		res, err := tool.Assemble(ctx, m.PTX, "kernel "+name)
+		if err != nil {
+			return nil, err
+		}
+		r := ptxasJSON{Kernel: name, Path: m.Path, PTXBytes: len(m.PTX), MS: float64(res.Elapsed.Microseconds()) / 1e3, Release: tool.Release}
+		for _, f := range res.Functions {
+			if f.Entry {
+				r.Registers, r.StackBytes = f.Registers, f.StackBytes
+			} else {
+				r.Routines++
+			}
+			r.SpillStores += f.SpillStores
+			r.SpillLoads += f.SpillLoads
+		}
+		fmt.Fprintf(out, "%-8s %-15s %9.1f %9d %7d %12d %8d %9.1f\n", r.Kernel, r.Path, float64(r.PTXBytes)/1e3, r.Registers, r.StackBytes,
+			r.SpillStores+r.SpillLoads, r.Routines, r.MS)
+		rows = append(rows, r)
+	}
+	return rows, nil
 }

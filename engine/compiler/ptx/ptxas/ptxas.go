@@ -87,7 +87,10 @@ func Find() (*Tool, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
 	if err != nil {
-		return nil, errs.New(errs.Unsupported, "ptxas at %s: --version: %v: %s", path, err, firstLine(out))
+		if l := firstLine(out); l != "" {
+			err = fmt.Errorf("%v: %s", err, l)
+		}
+		return nil, errs.New(errs.Unsupported, "ptxas at %s: --version: %v", path, err)
 	}
 	m := releaseLine.FindSubmatch(out)
 	if m == nil {
@@ -104,6 +107,9 @@ func Find() (*Tool, error) {
 	return t, nil
 }
 
+// Knows reports whether the assembler takes the target ("sm_90", "sm_90a").
+func (t *Tool) Knows(arch string) bool { return t.arches[arch] }
+
 var versionLine = regexp.MustCompile(`(?m)^\.version (\d+\.\d+)$`)
 var targetLine = regexp.MustCompile(`(?m)^\.target (\w+)$`)
 
@@ -117,8 +123,8 @@ func (t *Tool) Assemble(ctx context.Context, module, name string) (Result, error
 		return res, errs.New(errs.Input, "ptxas: module %s has no .target line", name)
 	}
 	arch := tm[1]
-	if !t.arches[arch] {
-		return res, errs.New(errs.Unsupported, "ptxas %s does not assemble %s (module %s; sm_90a needs CUDA 12.0)", t.Release, arch, name)
+	if !t.Knows(arch) {
+		return res, unknownArch(t, arch, name)
 	}
 	if vm := versionLine.FindStringSubmatch(module); vm != nil && olderThan(t.MaxPTX, vm[1]) {
 		res.Lowered = vm[1]
@@ -244,4 +250,16 @@ func (r Result) String() string {
 		}
 	}
 	return fmt.Sprintf("%d functions, %d registers, %d bytes spilled, %s", len(r.Functions), regs, r.Spills(), r.Elapsed.Round(time.Millisecond))
+}
+
+func unknownArch(t *Tool, arch, what string) error {
+	return errs.New(errs.Unsupported, "ptxas %s does not assemble %s (%s; sm_90a needs CUDA 12.0)", t.Release, arch, what)
+}
+
+// CheckArch is E_UNSUPPORTED when the assembler does not take arch.
+func (t *Tool) CheckArch(arch string) error {
+	if t.Knows(arch) {
+		return nil
+	}
+	return unknownArch(t, arch, "asked for")
 }
