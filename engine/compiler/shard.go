@@ -257,6 +257,8 @@ func (s *sharder) node(n *graph.Node) error {
 		outs, err = s.matmul(n, ins)
 	case graph.KindAttention:
 		outs, err = s.attention(n, ins)
+	case graph.KindAttentionGrad:
+		outs, err = s.attentionGrad(n, ins)
 	case graph.KindMovement:
 		outs, err = s.movement(n, ins)
 	case graph.KindLoss:
@@ -487,6 +489,112 @@ func (s *sharder) attention(n *graph.Node, ins []*graph.Value) (*graph.Value, er
 	return s.emit(n, n.Attrs, out, qkv...)
 }
 
+// reshapeLayout is the output layout of a reshape of a tensor in layout l (which it edits to
+// the layout the input must be in first). The dims are matched in groups of equal products
+// (rows -> [B, S], [H, D] -> W, ...). A block-sharded dim that splits keeps its axis on the
+// outermost dim it splits into when the axis divides that dim: the blocks are then the same
+// elements. Dims that merge keep the outermost one's axis when the inner ones are whole. Any
+// other sharding in a group is gathered first.
+func (s *sharder) reshapeLayout(l mesh.Layout, in, out []int) mesh.Layout {
+	res := mesh.Layout{Dims: make([]string, len(out)), Partial: l.Partial}
+	groups, ok := reshapeGroups(in, out)
+	if !ok {
+		for d := range l.Dims {
+			l.Dims[d] = ""
+		}
+		return res
+	}
+	for _, g := range groups {
+		gi, gj := g[0], g[1]
+		switch {
+		case len(gi) == 0 || len(gj) == 0:
+		case len(gi) == 1:
+			if a := l.Dims[gi[0]]; a != "" && out[gj[0]]%s.m.Size(a) == 0 {
+				res.Dims[gj[0]] = a
+			} else {
+				l.Dims[gi[0]] = ""
+			}
+		case len(gj) == 1:
+			for _, d := range gi[1:] {
+				l.Dims[d] = ""
+			}
+			res.Dims[gj[0]] = l.Dims[gi[0]]
+		default:
+			for _, d := range gi {
+				l.Dims[d] = ""
+			}
+		}
+	}
+	return res
+}
+
+// reshapeGroups pairs runs of input and output dims with equal products, in order: each
+// group is (input dims, output dims); a dim of size 1 may stand alone on one side. ok is false
+// when the shapes hold a 0 or do not match (the caller then gathers everything).
+func reshapeGroups(in, out []int) (groups [][2][]int, ok bool) {
+	if slices.Contains(in, 0) || slices.Contains(out, 0) {
+		return nil, false
+	}
+	i, j := 0, 0
+	for i < len(in) || j < len(out) {
+		var gi, gj []int
+		pi, pj := 1, 1
+		if i < len(in) {
+			pi, gi, i = in[i], append(gi, i), i+1
+		}
+		if j < len(out) {
+			pj, gj, j = out[j], append(gj, j), j+1
+		}
+		for pi != pj {
+			switch {
+			case pi < pj && i < len(in):
+				pi, gi, i = pi*in[i], append(gi, i), i+1
+			case pj < pi && j < len(out):
+				pj, gj, j = pj*out[j], append(gj, j), j+1
+			default:
+				return nil, false
+			}
+		}
+		groups = append(groups, [2][]int{gi, gj})
+	}
+	return groups, true
+}
+
+// attentionGrad shards attention_lse(q, k) and attention_grad(q, k, v, o, do, lse) over the
+// leading (batch and head) dims, as attention's forward is: every input is cut the same way
+// there and whole in the sequence and head dims (lse has no head dim of its own: it is q's
+// leading dims and the query dim).
+func (s *sharder) attentionGrad(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	args := make([]*graph.Value, len(ins))
+	for i, v := range ins {
+		var err error
+		if args[i], err = s.settled(v); err != nil {
+			return nil, err
+		}
+	}
+	r := n.Inputs[0].Type.Rank()
+	lead := make([]string, r-2)
+	pick := axisPicker{}
+	for d := range lead {
+		var cands []string
+		for _, v := range args {
+			cands = append(cands, s.lay[v].Dims[d])
+		}
+		lead[d] = pick.take(cands...)
+	}
+	for i, v := range args {
+		want := mesh.Replicated(s.lay[v].Rank())
+		copy(want.Dims, lead)
+		var err error
+		if args[i], err = s.redistribute(v, want); err != nil {
+			return nil, err
+		}
+	}
+	out := mesh.Replicated(n.Output.Type.Rank())
+	copy(out.Dims, lead)
+	return s.emit(n, n.Attrs, out, args...)
+}
+
 func (s *sharder) movement(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
 	x := ins[0]
 	l := s.lay[x].Clone()
@@ -500,18 +608,7 @@ func (s *sharder) movement(n *graph.Node, ins []*graph.Value) (*graph.Value, err
 		return s.emit(n, n.Attrs, out, x)
 	case "reshape":
 		newShape := n.Output.Type.Shape
-		prefix := 0
-		for prefix < min(len(global), len(newShape)) && global[prefix] == newShape[prefix] {
-			prefix++
-		}
-		out := mesh.Layout{Dims: make([]string, len(newShape)), Partial: l.Partial}
-		for d := range l.Dims {
-			if d < prefix {
-				out.Dims[d] = l.Dims[d]
-			} else {
-				l.Dims[d] = ""
-			}
-		}
+		out := s.reshapeLayout(l, global, newShape)
 		x, err := s.redistribute(x, l)
 		if err != nil {
 			return nil, err

@@ -1,10 +1,12 @@
 package compiler
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/engine/autodiff"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
@@ -162,5 +164,78 @@ func TestCompileDistCutsTheRankProgramAtCollectives(t *testing.T) {
 	}
 	if os.Getenv("SHOW") != "" {
 		t.Log(text)
+	}
+}
+
+func TestReshapeGroupsPairDimsOfEqualProducts(t *testing.T) {
+	for _, c := range []struct {
+		in, out []int
+		want    string
+	}{
+		{[]int{8, 32}, []int{2, 4, 4, 8}, "[0]->[0 1] [1]->[2 3]"},
+		{[]int{2, 4, 4, 8}, []int{8, 32}, "[0 1]->[0] [2 3]->[1]"},
+		{[]int{4}, []int{4, 1}, "[0]->[0] []->[1]"},
+		{[]int{6, 1}, []int{6}, "[0]->[0] [1]->[]"},
+		{[]int{6, 4}, []int{4, 6}, "[0 1]->[0 1]"},
+		{[]int{}, []int{1}, "[]->[0]"},
+	} {
+		groups, ok := reshapeGroups(c.in, c.out)
+		var got []string
+		for _, g := range groups {
+			got = append(got, fmt.Sprintf("%v->%v", g[0], g[1]))
+		}
+		if !ok || strings.Join(got, " ") != c.want {
+			t.Errorf("%v -> %v: %v %v, want %s", c.in, c.out, got, ok, c.want)
+		}
+	}
+	for _, bad := range [][2][]int{{{0, 4}, {0}}, {{6}, {4}}, {{2, 3}, {7}}} {
+		if _, ok := reshapeGroups(bad[0], bad[1]); ok {
+			t.Errorf("%v -> %v accepted", bad[0], bad[1])
+		}
+	}
+}
+
+// A transformer's attention with head-parallel weights (wq, wk, wv by columns, wo by rows over
+// tp, the batch over dp): the [rows, W] -> [B, S, H, D] reshapes keep the heads on their tp
+// ranks, so the forward pass and its gradient move nothing but all_reduces (Megatron's
+// pattern), none of them an all_gather of activations.
+func TestHeadParallelAttentionGathersNothing(t *testing.T) {
+	const B, S, H, D = 4, 8, 4, 8
+	W := H * D
+	b := graph.NewBuilder("heads")
+	x := b.Input("x", f32, B*S, W)
+	w := map[string]*graph.Value{}
+	for _, n := range []string{"wq", "wk", "wv", "wo"} {
+		w[n] = b.Input(n, f32, W, W)
+	}
+	heads := func(v *graph.Value) *graph.Value {
+		return b.Op("transpose", graph.Attrs{"perm": graph.Ints(0, 2, 1, 3)}, b.Op("reshape", graph.Attrs{"shape": graph.Ints(B, S, H, D)}, v))
+	}
+	mm := func(a, c *graph.Value) *graph.Value { return b.Op("matmul", nil, a, c) }
+	a := b.Op("attention", graph.Attrs{"causal": graph.Bool(true)}, heads(mm(x, w["wq"])), heads(mm(x, w["wk"])), heads(mm(x, w["wv"])))
+	a = b.Op("reshape", graph.Attrs{"shape": graph.Ints(B*S, int64(W))}, b.Op("transpose", graph.Attrs{"perm": graph.Ints(0, 2, 1, 3)}, a))
+	b.Named("loss", "reduce_sum", graph.Attrs{"axes": graph.Ints(0, 1)}, mm(a, w["wo"]))
+	b.Output(b.Graph().Value("loss"))
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gg, err := autodiff.Grad(g, "loss", "wq", "wk", "wv", "wo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := layouts(t, gg, "x", "[S(dp),R]", "wq", "col:tp", "wk", "col:tp", "wv", "col:tp", "wo", "row:tp")
+	for name, gr := range map[string]*graph.Graph{"forward": g, "forward and gradient": gg} {
+		rg, _, err := Shard(gr, parseMesh(t, "dp=2,tp=2"), lay)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ops := opsOf(rg)
+		if strings.Contains(ops, "all_gather") || strings.Contains(ops, "all_to_all") {
+			t.Errorf("%s moves activations: %s", name, ops)
+		}
+		if !strings.Contains(ops, "attention") || !strings.Contains(ops, "all_reduce:tp") {
+			t.Errorf("%s: %s", name, ops)
+		}
 	}
 }
