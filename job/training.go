@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/harness"
 	"github.com/tessera-qa/tessera-qa/harness/train"
@@ -14,7 +15,8 @@ import (
 
 // The training suite of the main job: the reference workload (harness/train) for a few steps
 // on the cpu backend: each model twice (the loss bits and final digest must repeat), the mlp
-// data-parallel over 2 in-process ranks, and the mlp stopped at a checkpoint and resumed (the
+// data-parallel over 2 in-process ranks, the transformer block on a dp=2,tp=2 mesh (tensor
+// parallel, 4 in-process ranks) twice, and the mlp stopped at a checkpoint and resumed (the
 // digest must equal the uninterrupted run's). The SIGKILL version runs in suites/training.
 const trainingSteps = 12
 
@@ -32,7 +34,7 @@ func (r *runner) trainingTasks() []task {
 					return "", "", err
 				}
 				return a.Digest, b.Digest, sameLosses(a, b)
-			}, model)
+			}, model, "")
 		})
 	}
 	ts = append(ts, func() harness.Result {
@@ -46,7 +48,19 @@ func (r *runner) trainingTasks() []task {
 				return "", "", err
 			}
 			return a.Digest, b.Digest, sameLosses(a, b)
-		}, "mlp")
+		}, "mlp", "dp=2")
+	}, func() harness.Result {
+		return trainingResult("transformer-block/dp2xtp2-inproc/repeat", func(cfg train.Config) (string, string, error) {
+			a, err := train.Inproc(context.Background(), cfg, cfg.Mesh.World())
+			if err != nil {
+				return "", "", err
+			}
+			b, err := train.Inproc(context.Background(), cfg, cfg.Mesh.World())
+			if err != nil {
+				return "", "", err
+			}
+			return a.Digest, b.Digest, sameLosses(a, b)
+		}, "transformer-block", "dp=2,tp=2")
 	}, func() harness.Result {
 		return trainingResult("mlp/resume", func(cfg train.Config) (string, string, error) {
 			whole, err := train.Inproc(context.Background(), cfg, 1)
@@ -73,7 +87,7 @@ func (r *runner) trainingTasks() []task {
 				return "", "", fmt.Errorf("resumed at step %d, want %d", res.StartStep, trainingSteps/2)
 			}
 			return whole.Digest, res.Digest, nil
-		}, "mlp")
+		}, "mlp", "")
 	})
 	return ts
 }
@@ -87,18 +101,28 @@ func sameLosses(a, b *train.Result) error {
 	return nil
 }
 
-// trainingResult runs body (two digests that must be equal) and reports it as a case.
-func trainingResult(name string, body func(train.Config) (string, string, error), model string) harness.Result {
+// trainingResult runs body (two digests that must be equal) and reports it as a case; meshText
+// ("" for one rank) goes into the config and the rerun command.
+func trainingResult(name string, body func(train.Config) (string, string, error), model, meshText string) harness.Result {
 	start := time.Now()
 	b, _ := backend.Get("cpu")
 	env := harness.CaptureEnv(b)
 	env.Determinism = harness.DeterminismBitwise
 	res := harness.Result{Schema: harness.ResultSchema, Suite: SuiteTraining, Case: name, Backend: env.Backend, Device: env.Device,
 		DeviceClass: env.DeviceClass, Seed: 1, Outputs: []harness.OutputResult{}, Env: env}
-	opt, err := train.NewOptimizer("adamw", 1e-2, b)
+	cfg := train.Config{Model: model, Steps: trainingSteps, Seed: 1, Backend: b}
+	rerun := fmt.Sprintf("tessera-qa train --model %s --steps %d --seed 1", model, trainingSteps)
+	var err error
+	if meshText != "" {
+		cfg.Mesh, err = mesh.ParseMesh(meshText)
+		rerun += " --mesh " + meshText
+	}
+	if err == nil {
+		cfg.Optimizer, err = train.NewOptimizer("adamw", 1e-2, b)
+	}
 	if err == nil {
 		var want, got string
-		want, got, err = body(train.Config{Model: model, Steps: trainingSteps, Seed: 1, Backend: b, Optimizer: opt})
+		want, got, err = body(cfg)
 		res.Digest = got
 		if err == nil && got != want {
 			err = errs.New(errs.Nondeterministic, "final digest %s, want %s", got, want)
@@ -114,7 +138,7 @@ func trainingResult(name string, body func(train.Config) (string, string, error)
 		res.Verdict = harness.VerdictPass
 	}
 	if res.Reason != "" {
-		res.Reason += fmt.Sprintf(" (rerun: tessera-qa train --model %s --steps %d --seed 1)", model, trainingSteps)
+		res.Reason += " (rerun: " + rerun + ")"
 	}
 	return res
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/checkpoint"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
@@ -41,6 +42,9 @@ type Config struct {
 	// Comm is the data-parallel group (nil: one rank). Gradients and the loss are averaged
 	// over it in deterministic mode.
 	Comm *dist.Comm
+	// Mesh, when it has a tp axis, makes Comm's ranks a dp x tp mesh (mesh.go): the step is
+	// compiled for the mesh and each rank holds its blocks of the parameters.
+	Mesh *mesh.Mesh
 	// CheckpointDir, CheckpointEvery: commit a checkpoint after every K-th step (0: never).
 	CheckpointDir   string
 	CheckpointEvery int
@@ -78,6 +82,7 @@ type Result struct {
 	Model     string   `json:"model"`
 	DType     string   `json:"dtype"`
 	World     int      `json:"world"`
+	Mesh      string   `json:"mesh,omitempty"` // with tensor parallelism: the dp x tp mesh
 	Seed      uint64   `json:"seed"`
 	Steps     int      `json:"steps"`
 	StartStep int      `json:"start_step"` // steps already applied by the checkpoint resumed from
@@ -112,28 +117,51 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Comm != nil {
 		rank, world = cfg.Comm.Rank(), cfg.Comm.World()
 	}
-	global := cfg.Dims.Batch
-	if global%world != 0 {
-		return nil, errs.New(errs.Input, "train: global batch %d does not split over %d data-parallel ranks", global, world)
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = dist.DefaultTimeout
 	}
-	m, err := Build(cfg.Model, cfg.DType, cfg.Dims, global/world)
-	if err != nil {
-		return nil, err
-	}
-	gg, err := autodiff.Grad(m.Graph, "loss", m.Params...)
-	if err != nil {
-		return nil, err
-	}
-	prog, err := compiler.Compile(gg, compiler.Options{})
-	if err != nil {
-		return nil, err
+	var (
+		m      *Model
+		prog   *compiler.Program // data parallel: this rank's step
+		tp     *meshStep         // tensor parallel: the mesh's step
+		params map[string]*tensor.Tensor
+		layout = "dp=" + strconv.Itoa(world) + " replicated"
+		err    error
+	)
+	if cfg.Mesh != nil && cfg.Mesh.AxisIndex("tp") >= 0 {
+		if tp, err = newMeshStep(cfg, cfg.Mesh, timeout); err != nil {
+			return nil, err
+		}
+		m, layout = tp.m, tp.layoutText()
+		if params, err = tp.init(cfg.Seed); err != nil {
+			return nil, err
+		}
+	} else {
+		global := cfg.Dims.Batch
+		if global%world != 0 {
+			return nil, errs.New(errs.Input, "train: global batch %d does not split over %d data-parallel ranks", global, world)
+		}
+		if m, err = Build(cfg.Model, cfg.DType, cfg.Dims, global/world); err != nil {
+			return nil, err
+		}
+		gg, err := autodiff.Grad(m.Graph, "loss", m.Params...)
+		if err != nil {
+			return nil, err
+		}
+		if prog, err = compiler.Compile(gg, compiler.Options{}); err != nil {
+			return nil, err
+		}
+		params = m.Init(cfg.Seed)
 	}
 	opt, err := cfg.Optimizer()
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Model: cfg.Model, DType: cfg.DType.String(), World: world, Seed: cfg.Seed, Steps: cfg.Steps, Device: cfg.Backend.DeviceClass()}
-	params := m.Init(cfg.Seed)
+	if tp != nil {
+		res.Mesh = cfg.Mesh.String()
+	}
 	if cfg.Resume {
 		ld, err := checkpoint.LoadLatest(cfg.CheckpointDir, rank, world)
 		if err != nil {
@@ -150,27 +178,32 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Observe != nil {
 		cfg.Observe(Observation{Kind: "resume", Rank: rank, Step: res.StartStep, Notices: res.Notices})
 	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = dist.DefaultTimeout
-	}
 	for step := res.StartStep + 1; step <= cfg.Steps; step++ {
-		x, t := m.Batch(cfg.Seed, step, rank, world)
-		feed := map[string]*tensor.Tensor{"x": x, "target": t}
-		for k, v := range params {
-			feed[k] = v
-		}
-		outs, err := cfg.Backend.Run(prog, feed)
-		if err != nil {
-			return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d", step, rank)
-		}
-		loss, grads := outs[0], map[string]*tensor.Tensor{}
-		for i, name := range m.Params {
-			grads[name] = outs[1+i]
-		}
-		if cfg.Comm != nil {
-			if err := averageAll(ctx, cfg.Comm, timeout, append([]*tensor.Tensor{loss}, gradList(m, grads)...)); err != nil {
-				return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: averaging gradients", step, rank)
+		var loss *tensor.Tensor
+		var grads map[string]*tensor.Tensor
+		if tp != nil {
+			// The program's collectives sum the gradients over dp: nothing to average.
+			if loss, grads, err = tp.step(ctx, cfg.Seed, step, params); err != nil {
+				return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d of mesh %s", step, rank, cfg.Mesh)
+			}
+		} else {
+			x, t := m.Batch(cfg.Seed, step, rank, world)
+			feed := map[string]*tensor.Tensor{"x": x, "target": t}
+			for k, v := range params {
+				feed[k] = v
+			}
+			outs, err := cfg.Backend.Run(prog, feed)
+			if err != nil {
+				return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d", step, rank)
+			}
+			loss, grads = outs[0], map[string]*tensor.Tensor{}
+			for i, name := range m.Params {
+				grads[name] = outs[1+i]
+			}
+			if cfg.Comm != nil {
+				if err := averageAll(ctx, cfg.Comm, timeout, append([]*tensor.Tensor{loss}, gradList(m, grads)...)); err != nil {
+					return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: averaging gradients", step, rank)
+				}
 			}
 		}
 		if err := checkFinite(loss, grads, m, step, rank); err != nil {
@@ -188,7 +221,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Observe(Observation{Kind: "step", Rank: rank, Step: step, LossBits: res.Losses[len(res.Losses)-1].Bits})
 		}
 		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 {
-			if err := save(ctx, cfg, m, params, opt, step, rank, world, timeout); err != nil {
+			if err := save(ctx, cfg, m, params, opt, step, rank, world, layout, timeout); err != nil {
 				return nil, err
 			}
 			if cfg.Observe != nil {
@@ -200,7 +233,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			time.Sleep(time.Minute) // the signal is on its way
 		}
 	}
-	res.Digest = Digest(m, params)
+	if tp != nil {
+		if res.Digest, err = tp.digest(ctx, params); err != nil {
+			return nil, err
+		}
+	} else {
+		res.Digest = Digest(m, params)
+	}
 	return res, nil
 }
 
@@ -264,7 +303,7 @@ const (
 	optPrefix   = "opt/"
 )
 
-func save(ctx context.Context, cfg Config, m *Model, params map[string]*tensor.Tensor, opt Optimizer, step, rank, world int, timeout time.Duration) error {
+func save(ctx context.Context, cfg Config, m *Model, params map[string]*tensor.Tensor, opt Optimizer, step, rank, world int, layout string, timeout time.Duration) error {
 	ts := map[string]*tensor.Tensor{}
 	for _, n := range m.Params {
 		ts[paramPrefix+n] = params[n]
@@ -276,7 +315,7 @@ func save(ctx context.Context, cfg Config, m *Model, params map[string]*tensor.T
 	// The writer's bound trails the communicator's: a rank that goes silent in a checkpoint
 	// barrier is then reported by the barrier itself (E_TIMEOUT_COMM naming the rank), not as
 	// the writer's anonymous deadline (found by chaos's node/disconnect).
-	w := checkpoint.Writer{Dir: cfg.CheckpointDir, Rank: rank, World: world, Layout: "dp=" + strconv.Itoa(world) + " replicated", Keep: 3, Timeout: timeout + 2*time.Second}
+	w := checkpoint.Writer{Dir: cfg.CheckpointDir, Rank: rank, World: world, Layout: layout, Keep: 3, Timeout: timeout + 2*time.Second}
 	if cfg.Comm != nil {
 		w.Barrier = cfg.Comm.Barrier
 	}

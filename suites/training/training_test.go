@@ -112,6 +112,25 @@ var _ = Describe("the reference training workload", func() {
 		Expect(c.Digest).To(Equal(a.Digest), "the transport moves bytes; it must not change the sum")
 	})
 
+	It("trains the transformer block tensor-parallel on a dp=2,tp=2 mesh: process ranks over tcp give the goroutine ranks' bits, twice", func() {
+		args := []string{"--model", "transformer-block", "--steps", "20", "--seed", "1", "--mesh", "dp=2,tp=2"}
+		code, a := cli(append(args, "--transport", "tcp")...)
+		Expect(code).To(Equal(0))
+		_, b := cli(append(args, "--transport", "tcp")...)
+		_, c := cli(append(args, "--transport", "inproc")...)
+		Expect(a.World).To(Equal(4))
+		Expect(a.Mesh).To(Equal("dp=2,tp=2"))
+		Expect(lossBits(b)).To(Equal(lossBits(a)))
+		Expect(b.Digest).To(Equal(a.Digest))
+		Expect(lossBits(c)).To(Equal(lossBits(a)))
+		Expect(c.Digest).To(Equal(a.Digest), "the transport moves bytes; it must not change the sum")
+		one := inproc("transformer-block", 20, 1)
+		for i := range one.Losses {
+			Expect(a.Losses[i].Value).To(BeNumerically("~", one.Losses[i].Value, 1e-4*one.Losses[i].Value),
+				"step %d: the mesh computes the one-rank step's function; only the order of a few sums differs", i+1)
+		}
+	})
+
 	It("ends a dp=2 tcp run killed by SIGKILL at step 30 and resumed with the uninterrupted run's digest", func() {
 		dir := GinkgoT().TempDir()
 		args := []string{"--model", "mlp", "--steps", "50", "--seed", "1", "--mesh", "dp=2", "--transport", "tcp",

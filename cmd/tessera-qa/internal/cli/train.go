@@ -43,7 +43,11 @@ differentiated by engine/autodiff, compiled once, stepped with AdamW (or SGD) up
 --mesh dp=N splits every step's global batch over N data-parallel ranks whose gradients are
 averaged in deterministic mode (the bits do not depend on arrival order): goroutines with
 --transport inproc, processes with --transport tcp (started through tessera-qa launch's
-machinery, or joined under a launcher). Checkpoints are committed in two phases every
+machinery, or joined under a launcher). --mesh dp=N,tp=M adds tensor parallelism: the step
+(forward, loss, gradient) is compiled for the N x M mesh by the compiler's shard pass, the
+batch split over dp, the weights as Megatron-LM splits them over tp (column- then
+row-parallel pairs), each rank holding its blocks; the final digest is of the whole
+parameters gathered from the blocks. Checkpoints are committed in two phases every
 --checkpoint-every steps; --resume continues from the newest good one.
 
 Same seed, mesh and device class: the same loss curve and final digest, bit for bit, also
@@ -51,7 +55,8 @@ for a run killed and resumed. Exit 0 on success, 1 when a step failed (E_NAN_INF
 bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 		Example: `  tessera-qa train --model mlp --steps 50 --seed 1
   tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --checkpoint-every 10
-  tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --resume`,
+  tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --resume
+  tessera-qa train --model transformer-block --steps 20 --mesh dp=2,tp=2`,
 		Args: exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			dt, err := numerics.Parse(dtype)
@@ -67,10 +72,15 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 				if err != nil {
 					return usage(cmd, "--mesh: %v", err)
 				}
-				if len(m.Axes) != 1 || m.Axes[0].Name != "dp" {
-					return usage(cmd, "--mesh %s: only data parallelism (dp=N) is supported by train", meshArg)
+				for _, a := range m.Axes {
+					if a.Name != "dp" && a.Name != "tp" {
+						return usage(cmd, "--mesh %s: axis %q; train knows dp (data) and tp (tensor) parallelism", meshArg, a.Name)
+					}
 				}
 				world = m.World()
+				if m.AxisIndex("tp") >= 0 {
+					cfg.Mesh = m
+				}
 			}
 			if transport != "inproc" && transport != "tcp" {
 				return usage(cmd, "--transport %q: want inproc or tcp", transport)
@@ -123,7 +133,11 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 					return err
 				}
 			}
-			fmt.Fprintf(w, "train: %s %s, world %d, seed %d, steps %d..%d on %s\n", res.Model, res.DType, res.World, res.Seed, res.StartStep+1, res.Steps, res.Device)
+			onMesh := ""
+			if res.Mesh != "" {
+				onMesh = " (mesh " + res.Mesh + ")"
+			}
+			fmt.Fprintf(w, "train: %s %s, world %d%s, seed %d, steps %d..%d on %s\n", res.Model, res.DType, res.World, onMesh, res.Seed, res.StartStep+1, res.Steps, res.Device)
 			for _, n := range res.Notices {
 				fmt.Fprintf(w, "train: %s\n", n)
 			}
@@ -141,7 +155,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.StringVar(&model, "model", "mlp", "mlp or transformer-block")
 	f.IntVar(&cfg.Steps, "steps", 50, "optimizer steps")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the parameters and the data")
-	f.StringVar(&meshArg, "mesh", "", "data-parallel mesh, e.g. dp=2 (default: one rank)")
+	f.StringVar(&meshArg, "mesh", "", "the ranks' mesh: dp=N (data parallel) or dp=N,tp=M (and tensor parallel) (default: one rank)")
 	f.StringVar(&transport, "transport", "inproc", "inproc (goroutine ranks) or tcp (process ranks)")
 	f.StringVar(&dtype, "dtype", "f32", "parameter and activation dtype")
 	f.StringVar(&optName, "optimizer", "adamw", "adamw or sgd")

@@ -1,0 +1,123 @@
+package train
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+)
+
+func meshCfg(t *testing.T, model, meshText string, steps int) (Config, int) {
+	t.Helper()
+	b, err := backend.Get("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := NewOptimizer("adamw", 1e-2, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Model: model, Steps: steps, Seed: 1, Backend: b, Optimizer: opt}
+	world := 1
+	if meshText != "" {
+		ms, err := mesh.ParseMesh(meshText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Mesh, world = ms, ms.World()
+	}
+	return cfg, world
+}
+
+// On a dp=2,tp=2 mesh each model trains to the one-rank run's losses (the same function of
+// the same data and parameters; only the order of a few sums differs), and two runs agree to
+// the bit: every loss and the digest of the parameters gathered from the ranks' blocks.
+func TestTensorParallelTrainsAsOneRankAndRepeatsItsBits(t *testing.T) {
+	ctx := context.Background()
+	for _, model := range Models {
+		cfg1, _ := meshCfg(t, model, "", 8)
+		one, err := Run(ctx, cfg1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []*Result
+		for range 2 {
+			cfg, world := meshCfg(t, model, "dp=2,tp=2", 8)
+			r, err := Inproc(ctx, cfg, world)
+			if err != nil {
+				t.Fatalf("%s: %v", model, err)
+			}
+			runs = append(runs, r)
+		}
+		a, b := runs[0], runs[1]
+		if a.Mesh != "dp=2,tp=2" || a.World != 4 || len(a.Losses) != 8 {
+			t.Fatalf("%s: %+v", model, a)
+		}
+		for i := range a.Losses {
+			if a.Losses[i].Bits != b.Losses[i].Bits {
+				t.Errorf("%s step %d: loss bits %s then %s", model, i+1, a.Losses[i].Bits, b.Losses[i].Bits)
+			}
+			rel := math.Abs(a.Losses[i].Value-one.Losses[i].Value) / one.Losses[i].Value
+			if rel > 1e-4 {
+				t.Errorf("%s step %d: loss %v on the mesh, %v on one rank", model, i+1, a.Losses[i].Value, one.Losses[i].Value)
+			}
+		}
+		if a.Digest != b.Digest || len(a.Digest) != 64 {
+			t.Errorf("%s: digests %s and %s", model, a.Digest, b.Digest)
+		}
+		if a.Losses[7].Value >= a.Losses[0].Value {
+			t.Errorf("%s does not learn on the mesh: %v -> %v", model, a.Losses[0].Value, a.Losses[7].Value)
+		}
+	}
+}
+
+// Checkpoints hold each rank's blocks: a run stopped at step 4 and resumed ends with the
+// uninterrupted run's bits.
+func TestTensorParallelResumesToTheSameBits(t *testing.T) {
+	ctx := context.Background()
+	cfg, world := meshCfg(t, "transformer-block", "dp=2,tp=2", 6)
+	straight, err := Inproc(ctx, cfg, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	first, _ := meshCfg(t, "transformer-block", "dp=2,tp=2", 4)
+	first.CheckpointDir, first.CheckpointEvery = dir, 2
+	if _, err := Inproc(ctx, first, world); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := meshCfg(t, "transformer-block", "dp=2,tp=2", 6)
+	rest.CheckpointDir, rest.Resume = dir, true
+	r, err := Inproc(ctx, rest, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StartStep != 4 || r.Digest != straight.Digest {
+		t.Fatalf("resumed from %d with digest %s, straight %s", r.StartStep, r.Digest, straight.Digest)
+	}
+	for i, l := range r.Losses {
+		if l.Bits != straight.Losses[4+i].Bits {
+			t.Errorf("step %d: %s resumed, %s straight", l.Step, l.Bits, straight.Losses[4+i].Bits)
+		}
+	}
+}
+
+func TestTensorParallelRefusals(t *testing.T) {
+	ctx := context.Background()
+	cfg, _ := meshCfg(t, "mlp", "dp=2,tp=2", 2)
+	if _, err := Inproc(ctx, cfg, 2); errs.CodeOf(err) != errs.Input {
+		t.Errorf("a world of 2 for a mesh of 4: %v", err)
+	}
+	cfg, world := meshCfg(t, "mlp", "tp=3", 2)
+	if _, err := Inproc(ctx, cfg, world); errs.CodeOf(err) != errs.Shape || !strings.Contains(err.Error(), "mesh axis tp") {
+		t.Errorf("tp=3 over a hidden width of 64: %v", err)
+	}
+	cfg, world = meshCfg(t, "mlp", "pp=2,tp=2", 2)
+	if _, err := Inproc(ctx, cfg, world); errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), `"pp"`) {
+		t.Errorf("a pp axis: %v", err)
+	}
+}
