@@ -37,7 +37,8 @@ import (
 func init() { backend.Register(&Backend{ordinal: -1}) }
 
 // Backend runs programs on one CUDA device. The registered backend uses device
-// $TESSERA_CUDA_DEVICE (default 0); New picks another.
+// $TESSERA_CUDA_DEVICE, else the process's LOCAL_RANK modulo the visible devices (localOrdinal),
+// else 0; New picks another.
 type Backend struct {
 	// Sync waits after every kernel so that an asynchronous fault names its kernel; without it
 	// a Run synchronises once, after the last kernel. TESSERA_CUDA_SYNC=1 sets it.
@@ -95,18 +96,6 @@ func (b *Backend) init() {
 	}
 	b.Sync = b.Sync || envOn("TESSERA_CUDA_SYNC")
 	b.Poison = b.Poison || envOn("TESSERA_CUDA_POISON")
-	ord := b.ordinal
-	if ord < 0 {
-		ord = 0
-		if s := os.Getenv("TESSERA_CUDA_DEVICE"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 {
-				b.err = errs.New(errs.Input, "TESSERA_CUDA_DEVICE=%q is not a device number", s)
-				return
-			}
-			ord = n
-		}
-	}
 	if b.ordinal < 0 {
 		if s := os.Getenv("TESSERA_CUDA_SMS"); s != "" {
 			n, err := strconv.Atoi(s)
@@ -121,6 +110,13 @@ func (b *Backend) init() {
 	if err != nil {
 		b.err = err
 		return
+	}
+	ord := b.ordinal
+	if ord < 0 {
+		if ord, err = localOrdinal(os.Getenv, len(devs)); err != nil {
+			b.err = err
+			return
+		}
 	}
 	if ord >= len(devs) {
 		b.err = errs.New(errs.NoDevice, "cuda device %d requested, %d visible", ord, len(devs))
@@ -334,4 +330,28 @@ func (b *Backend) Trim() error {
 		return err
 	}
 	return b.o.do(b.o.mem.trim)
+}
+
+// localOrdinal is the device a process takes when none is named in code: $TESSERA_CUDA_DEVICE
+// when set, else LOCAL_RANK (as torchrun and tessera-qa launch set it) modulo the ndev visible
+// devices, so the ranks of a multi-GPU node spread over its GPUs and every rank of a one-GPU
+// machine shares device 0; else 0.
+func localOrdinal(getenv func(string) string, ndev int) (int, error) {
+	if s := getenv("TESSERA_CUDA_DEVICE"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return 0, errs.New(errs.Input, "TESSERA_CUDA_DEVICE=%q is not a device number", s)
+		}
+		return n, nil
+	}
+	if s := getenv("LOCAL_RANK"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return 0, errs.New(errs.Input, "LOCAL_RANK=%q is not a rank", s)
+		}
+		if ndev > 0 {
+			return n % ndev, nil
+		}
+	}
+	return 0, nil
 }

@@ -154,3 +154,27 @@ func TestCheckProgramRejectsParamsLargerThanBuffers(t *testing.T) {
 		t.Errorf("param names a missing buffer: %v", err)
 	}
 }
+
+// Ranks of a multi-GPU node spread over its GPUs by LOCAL_RANK; a named device wins; a
+// one-GPU machine puts every rank on device 0.
+func TestLocalOrdinal(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		ndev int
+		want int
+		code errs.Code
+	}{
+		{map[string]string{}, 8, 0, ""},
+		{map[string]string{"LOCAL_RANK": "5"}, 8, 5, ""},
+		{map[string]string{"LOCAL_RANK": "5"}, 4, 1, ""},
+		{map[string]string{"LOCAL_RANK": "3"}, 1, 0, ""},
+		{map[string]string{"LOCAL_RANK": "3", "TESSERA_CUDA_DEVICE": "2"}, 4, 2, ""},
+		{map[string]string{"LOCAL_RANK": "x"}, 4, 0, errs.Input},
+		{map[string]string{"TESSERA_CUDA_DEVICE": "-1"}, 4, 0, errs.Input},
+	} {
+		got, err := localOrdinal(func(k string) string { return c.env[k] }, c.ndev)
+		if errs.CodeOf(err) != c.code || (err == nil && got != c.want) {
+			t.Errorf("%v on %d devices: %d %v, want %d %s", c.env, c.ndev, got, err, c.want, c.code)
+		}
+	}
+}

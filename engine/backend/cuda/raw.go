@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"runtime"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -28,7 +27,7 @@ type Raw struct {
 	info DeviceInfo
 }
 
-// OpenRaw returns the raw surface of device ordinal (-1: $TESSERA_CUDA_DEVICE, default 0).
+// OpenRaw returns the raw surface of device ordinal (-1: as the registered backend picks, localOrdinal).
 // It fails as Backend.Available does: E_NO_DEVICE without a driver or device, E_UNSUPPORTED
 // below compute capability 9.0.
 func OpenRaw(ordinal int) (*Raw, error) {
@@ -44,22 +43,15 @@ func OpenRaw(ordinal int) (*Raw, error) {
 // ranks of a multi-GPU node spread over its GPUs and every rank of a one-GPU machine shares
 // device 0.
 func OpenLocalRaw() (*Raw, error) {
-	if os.Getenv("TESSERA_CUDA_DEVICE") != "" {
-		return OpenRaw(-1)
-	}
-	local := 0
-	if v := os.Getenv("LOCAL_RANK"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return nil, errs.New(errs.Input, "LOCAL_RANK=%q is not a rank", v)
-		}
-		local = n
-	}
 	devs, err := Devices()
 	if err != nil {
 		return nil, err
 	}
-	return OpenRaw(local % len(devs))
+	ord, err := localOrdinal(os.Getenv, len(devs))
+	if err != nil {
+		return nil, err
+	}
+	return OpenRaw(ord)
 }
 
 // Info describes the device.
