@@ -299,6 +299,16 @@ func (s *sharder) same(n *graph.Node, ins []*graph.Value) (*graph.Value, error) 
 }
 
 func (s *sharder) binary(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	// add and sub are linear: two operands holding the same pending sums in the same blocks
+	// (no broadcast) combine their partials and keep the sum pending, so the tensor is summed
+	// over the mesh once, later, instead of once per operand (a transformer's dx through q, k
+	// and v: one all_reduce instead of three).
+	if (n.Op == "add" || n.Op == "sub") && len(ins) == 2 {
+		a, b := s.lay[ins[0]], s.lay[ins[1]]
+		if len(a.Partial) > 0 && a.Equal(b) && slices.Equal(n.Inputs[0].Type.Shape, n.Inputs[1].Type.Shape) {
+			return s.emit(n, n.Attrs, a.Clone(), ins[0], ins[1])
+		}
+	}
 	out := n.Output.Type.Shape
 	r := len(out)
 	target := mesh.Replicated(r)

@@ -198,7 +198,7 @@ func TestReshapeGroupsPairDimsOfEqualProducts(t *testing.T) {
 // A transformer's attention with head-parallel weights (wq, wk, wv by columns, wo by rows over
 // tp, the batch over dp): the [rows, W] -> [B, S, H, D] reshapes keep the heads on their tp
 // ranks, so the forward pass and its gradient move nothing but all_reduces (Megatron's
-// pattern), none of them an all_gather of activations.
+// pattern, one forward and one for dx), none of them an all_gather of activations.
 func TestHeadParallelAttentionGathersNothing(t *testing.T) {
 	const B, S, H, D = 4, 8, 4, 8
 	W := H * D
@@ -220,7 +220,7 @@ func TestHeadParallelAttentionGathersNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gg, err := autodiff.Grad(g, "loss", "wq", "wk", "wv", "wo")
+	gg, err := autodiff.Grad(g, "loss", "x", "wq", "wk", "wv", "wo")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +236,11 @@ func TestHeadParallelAttentionGathersNothing(t *testing.T) {
 		}
 		if !strings.Contains(ops, "attention") || !strings.Contains(ops, "all_reduce:tp") {
 			t.Errorf("%s: %s", name, ops)
+		}
+		// Forward: after wo. Gradient: dA's sum is pending until it enters attention's backward,
+		// and dx sums its three partials (through q, k and v) before one all_reduce.
+		if got, want := strings.Count(ops, "all_reduce:tp"), map[string]int{"forward": 1, "forward and gradient": 2}[name]; got != want {
+			t.Errorf("%s: %d all_reduce over tp, want %d: %s", name, got, want, ops)
 		}
 	}
 }
