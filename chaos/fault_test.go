@@ -321,3 +321,17 @@ func TestDiskFillStopsAtTheEnd(t *testing.T) {
 		t.Error("a write after fill succeeded")
 	}
 }
+
+func TestScenarioMeshSetsAndChecksTheWorld(t *testing.T) {
+	sc := &Scenario{Mesh: "dp=2, tp=2", Workload: "train:transformer-block", Steps: 10, CheckpointEvery: 5}
+	if err := sc.Normalize(); err != nil || sc.World != 4 || sc.Mesh != "dp=2,tp=2" {
+		t.Fatalf("world %d mesh %q: %v", sc.World, sc.Mesh, err)
+	}
+	bad := &Scenario{Mesh: "dp=2,tp=2", World: 3, Steps: 10, CheckpointEvery: 5}
+	if err := bad.Normalize(); errs.CodeOf(err) != errs.Input {
+		t.Errorf("world 3 on a 4-rank mesh: %v", err)
+	}
+	if err := (&Scenario{Mesh: "tp=", Steps: 10, CheckpointEvery: 5}).Normalize(); errs.CodeOf(err) != errs.Parse {
+		t.Errorf("a malformed mesh: %v", err)
+	}
+}

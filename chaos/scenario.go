@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/harness/train"
 )
@@ -27,8 +28,9 @@ type Scenario struct {
 	Name            string      `json:"name"`
 	Workload        string      `json:"workload"` // train:mlp or train:transformer-block
 	World           int         `json:"world"`
-	Transport       string      `json:"transport"` // tcp (processes) or inproc (goroutines)
-	Backend         string      `json:"backend"`   // cpu or cuda
+	Mesh            string      `json:"mesh,omitempty"` // dp=N,tp=M: the workload is tensor parallel over the world
+	Transport       string      `json:"transport"`      // tcp (processes) or inproc (goroutines)
+	Backend         string      `json:"backend"`        // cpu or cuda
 	Steps           int         `json:"steps"`
 	CheckpointEvery int         `json:"checkpoint_every"`
 	Seed            uint64      `json:"seed"` // the workload's seed
@@ -52,6 +54,19 @@ const (
 func (s *Scenario) Normalize() error {
 	if s.Workload == "" {
 		s.Workload = "train:mlp"
+	}
+	if s.Mesh != "" {
+		ms, err := mesh.ParseMesh(s.Mesh)
+		if err != nil {
+			return errs.Wrap(errs.Input, err, "chaos: --mesh")
+		}
+		if s.World == 0 {
+			s.World = ms.World()
+		}
+		if s.World != ms.World() {
+			return errs.New(errs.Input, "chaos: mesh %s has %d ranks, the world %d", ms, ms.World(), s.World)
+		}
+		s.Mesh = ms.String()
 	}
 	if s.World == 0 {
 		s.World = 3

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
+	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/harness/train"
 )
@@ -49,6 +50,11 @@ func (s *Scenario) TrainConfig(b backend.Backend, dir string) (train.Config, err
 		Timeout: time.Duration(s.CommTimeout)}
 	if dir != "" {
 		cfg.CheckpointDir, cfg.CheckpointEvery, cfg.Resume = dir, s.CheckpointEvery, true
+	}
+	if s.Mesh != "" {
+		if cfg.Mesh, err = mesh.ParseMesh(s.Mesh); err != nil {
+			return train.Config{}, errs.Wrap(errs.Input, err, "chaos: mesh")
+		}
 	}
 	return cfg, nil
 }

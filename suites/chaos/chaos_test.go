@@ -128,6 +128,22 @@ var _ = Describe("tessera-qa chaos", Label("chaos"), func() {
 		Expect(f.LostSteps).To(Equal(5), "killed after step 35, resumed from checkpoint 30")
 	})
 
+	It("kills a rank of a tensor-parallel transformer block (--mesh dp=2,tp=2), detects it and recovers with identical bits", func() {
+		code, out, _ := runCLI(nil, "chaos", "--kill-rank", "2", "--mesh", "dp=2,tp=2", "--workload", "train:transformer-block",
+			"--steps", "20", "--checkpoint-every", "5", "--json", "-")
+		Expect(code).To(Equal(0))
+		r := parse(out)
+		Expect(r.Passed).To(BeTrue())
+		rep := r.Scenarios[0]
+		Expect(rep.BitsIdentical).To(BeTrue(), "final parameters %s, fault-free %s", rep.Digest, rep.RefDigest)
+		Expect(rep.Restarts).To(Equal(1))
+		f := rep.Faults[0]
+		Expect(f.Fault).To(Equal("rank/kill"))
+		Expect(f.Outcome).To(Equal("detected"))
+		Expect(f.DetectedBy).To(Equal("E_TIMEOUT_COMM"))
+		Expect(f.Recovered).To(BeTrue())
+	})
+
 	It("passes seeded random fault schedules (--schedule random --count 10 --seed 1)", func() {
 		randomSchedules(10)
 	})

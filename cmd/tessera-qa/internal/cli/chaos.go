@@ -83,6 +83,9 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 				return nil
 			}
 			base.CommTimeout, base.Bound = chaos.Duration(commTimeout), chaos.Duration(bound)
+			if base.Mesh != "" && !cmd.Flags().Changed("world") {
+				base.World = 0 // the mesh's ranks
+			}
 			var cluster *rdzv.Env
 			if launch.InJob() {
 				env, err := rdzv.FromOS()
@@ -168,6 +171,7 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 	f.StringVar(&scenFile, "scenario", "", "run the scenario in `FILE` (JSON, as written to the artifacts)")
 	f.BoolVar(&list, "list", false, "list the fault kinds and whether each can act in this run")
 	f.IntVar(&base.World, "world", 3, "ranks")
+	f.StringVar(&base.Mesh, "mesh", "", "train the workload tensor-parallel on this mesh (dp=N,tp=M); the world is its ranks")
 	f.StringVar(&base.Transport, "transport", "tcp", "tcp (process ranks) or inproc (goroutine ranks)")
 	f.StringVar(&base.Workload, "workload", "train:mlp", "train:mlp or train:transformer-block")
 	f.StringVar(&base.Backend, "backend", "cpu", "the workload's backend: cpu or cuda")
