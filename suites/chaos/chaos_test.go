@@ -71,6 +71,27 @@ func parse(js string) *cliResult {
 	return r
 }
 
+// killedAndRecovered checks a one-scenario --kill-rank run's JSON: it passed with the
+// fault-free run's bits after one restart, the kill detected as a silent rank. It returns the
+// fault's result.
+func killedAndRecovered(js string) chaos.FaultResult {
+	GinkgoHelper()
+	r := parse(js)
+	Expect(r.Passed).To(BeTrue())
+	Expect(r.BitsIdentical).To(BeTrue())
+	Expect(r.Scenarios).To(HaveLen(1))
+	rep := r.Scenarios[0]
+	Expect(rep.BitsIdentical).To(BeTrue(), "final parameters %s, fault-free %s", rep.Digest, rep.RefDigest)
+	Expect(rep.Restarts).To(Equal(1))
+	Expect(rep.Faults).To(HaveLen(1))
+	f := rep.Faults[0]
+	Expect(f.Fault).To(Equal("rank/kill"))
+	Expect(f.Outcome).To(Equal("detected"))
+	Expect(f.DetectedBy).To(Equal("E_TIMEOUT_COMM"))
+	Expect(f.Recovered).To(BeTrue())
+	return f
+}
+
 // execute runs a scenario through package chaos with the suite's binary as the rank program
 // and checks that every rank process it started is gone.
 func execute(sc *chaos.Scenario) *chaos.Report {
@@ -113,18 +134,7 @@ var _ = Describe("tessera-qa chaos", Label("chaos"), func() {
 	It("kills rank 1 of 3 mid-run, detects it, recovers with identical bits and exits 0 (--json -)", func() {
 		code, out, _ := runCLI(nil, "chaos", "--kill-rank", "1", "--world", "3", "--workload", "train:mlp", "--json", "-")
 		Expect(code).To(Equal(0))
-		r := parse(out)
-		Expect(r.Passed).To(BeTrue())
-		Expect(r.BitsIdentical).To(BeTrue())
-		Expect(r.Scenarios).To(HaveLen(1))
-		rep := r.Scenarios[0]
-		Expect(rep.Restarts).To(Equal(1))
-		Expect(rep.Faults).To(HaveLen(1))
-		f := rep.Faults[0]
-		Expect(f.Fault).To(Equal("rank/kill"))
-		Expect(f.Outcome).To(Equal("detected"))
-		Expect(f.DetectedBy).To(Equal("E_TIMEOUT_COMM"))
-		Expect(f.Recovered).To(BeTrue())
+		f := killedAndRecovered(out)
 		Expect(f.LostSteps).To(Equal(5), "killed after step 35, resumed from checkpoint 30")
 	})
 
@@ -132,16 +142,7 @@ var _ = Describe("tessera-qa chaos", Label("chaos"), func() {
 		code, out, _ := runCLI(nil, "chaos", "--kill-rank", "2", "--mesh", "dp=2,tp=2", "--workload", "train:transformer-block",
 			"--steps", "20", "--checkpoint-every", "5", "--json", "-")
 		Expect(code).To(Equal(0))
-		r := parse(out)
-		Expect(r.Passed).To(BeTrue())
-		rep := r.Scenarios[0]
-		Expect(rep.BitsIdentical).To(BeTrue(), "final parameters %s, fault-free %s", rep.Digest, rep.RefDigest)
-		Expect(rep.Restarts).To(Equal(1))
-		f := rep.Faults[0]
-		Expect(f.Fault).To(Equal("rank/kill"))
-		Expect(f.Outcome).To(Equal("detected"))
-		Expect(f.DetectedBy).To(Equal("E_TIMEOUT_COMM"))
-		Expect(f.Recovered).To(BeTrue())
+		killedAndRecovered(out)
 	})
 
 	It("passes seeded random fault schedules (--schedule random --count 10 --seed 1)", func() {

@@ -121,15 +121,7 @@ func TestCheckerCatchesMistakes(t *testing.T) {
 		"dangling branch": func(s string) string { return strings.Replace(s, "bra $L1;", "bra $L777;", 1) },
 		"unbalanced":      func(s string) string { return strings.Replace(s, "}\n", "\n", 1) },
 	}
-	for name, plant := range planted {
-		bad := plant(m.PTX)
-		if bad == m.PTX {
-			t.Fatalf("%s: plant did not apply", name)
-		}
-		if checkPTX(bad, 2) == nil {
-			t.Errorf("%s: checker accepted it", name)
-		}
-	}
+	checkerRefuses(t, m.PTX, 2, planted)
 	if checkPTX(m.PTX, 3) == nil {
 		t.Errorf("param count mismatch accepted")
 	}
@@ -232,15 +224,7 @@ func TestMathRoutinesAreFunctionsWrittenOnce(t *testing.T) {
 			return s[:i] + strings.Replace(s[i:], "%arg;", "%fd99999;", 1)
 		},
 	}
-	for name, plant := range planted {
-		bad := plant(m.PTX)
-		if bad == m.PTX {
-			t.Fatalf("%s: plant did not apply", name)
-		}
-		if checkPTX(bad, 2) == nil {
-			t.Errorf("%s: checker accepted it", name)
-		}
-	}
+	checkerRefuses(t, m.PTX, 2, planted)
 }
 
 // unaryModule is the H100 module of the one kernel of op applied to an input of dt and shape.
@@ -261,4 +245,19 @@ func unaryModule(t *testing.T, op string, dt numerics.DType, shape ...int) *Modu
 		t.Fatal(err)
 	}
 	return m
+}
+
+// checkerRefuses applies each plant to good PTX and fails t when a plant does not change the
+// text or the checker accepts the result.
+func checkerRefuses(t *testing.T, good string, params int, planted map[string]func(string) string) {
+	t.Helper()
+	for name, plant := range planted {
+		bad := plant(good)
+		if bad == good {
+			t.Fatalf("%s: plant did not apply", name)
+		}
+		if checkPTX(bad, params) == nil {
+			t.Errorf("%s: checker accepted it", name)
+		}
+	}
 }
