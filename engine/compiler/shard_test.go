@@ -244,3 +244,26 @@ func TestHeadParallelAttentionGathersNothing(t *testing.T) {
 		}
 	}
 }
+
+// Only sums pending over the same axes add before their all_reduce: a bias added to a
+// row-parallel matmul's pending sum must wait for the sum (added to every partial, it would
+// count tp times), while two pending sums add first and are summed once.
+func TestPendingSumsAddOnlyToPendingSums(t *testing.T) {
+	b := graph.NewBuilder("pending")
+	a, c := b.Input("a", f32, 8, 16), b.Input("c", f32, 8, 16)
+	w, v := b.Input("w", f32, 16, 4), b.Input("v", f32, 16, 4)
+	bias := b.Input("bias", f32, 4)
+	both := b.Op("add", nil, b.Op("matmul", nil, a, w), b.Op("matmul", nil, c, v))
+	b.Output(b.Op("add", nil, both, bias))
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg, _, err := Shard(g, parseMesh(t, "tp=2"), layouts(t, g, "a", "[R,S(tp)]", "c", "[R,S(tp)]", "w", "row:tp", "v", "row:tp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := opsOf(rg), "matmul matmul add all_reduce:tp add"; got != want {
+		t.Errorf("ops %q, want %q", got, want)
+	}
+}
