@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -61,6 +62,19 @@ type Options struct {
 	CPUBudget int64
 	// NoCorrupt skips PressureCache's corruption of the cache file halfway through.
 	NoCorrupt bool
+	// Devices, above 1 under ModeProcesses on a GPU backend, spreads the jobs over that many
+	// GPUs: job j runs on GPU j mod Devices (TESSERA_CUDA_DEVICE). Its results must still equal
+	// the alone runs' (same device class), which is the check that the GPUs agree.
+	Devices int
+}
+
+// deviceEnv is the environment entry that places job's worker process on its GPU under
+// Options.Devices ("" when the job takes the backend's own device).
+func deviceEnv(o Options, job int) string {
+	if o.Devices <= 1 || o.Mode != ModeProcesses {
+		return ""
+	}
+	return "TESSERA_CUDA_DEVICE=" + strconv.Itoa(job%o.Devices)
 }
 
 // ReportSchema and ReportKind mark a Report's JSON, so the reporter (harness/report/parse)
@@ -77,6 +91,7 @@ type Report struct {
 	Mode         string       `json:"mode"`
 	Workload     string       `json:"workload,omitempty"` // WorkloadTrain; empty for graphs
 	Device       string       `json:"device"`
+	Devices      int          `json:"devices,omitempty"` // GPUs the jobs were spread over (Options.Devices)
 	Jobs         int          `json:"jobs"`
 	Seed         uint64       `json:"seed,string"`
 	DurationS    float64      `json:"duration_s"`
@@ -318,6 +333,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer hw.Flush()
 
 	rep := &Report{Schema: ReportSchema, Kind: ReportKind, Mode: o.Mode, Device: o.Backend.Device(), Jobs: o.Jobs, Seed: o.Seed, Artifacts: o.OutDir}
+	if deviceEnv(o, 0) != "" {
+		rep.Devices = o.Devices
+	}
 	if o.Workload == WorkloadTrain {
 		rep.Workload = WorkloadTrain
 	}
@@ -485,6 +503,9 @@ func startWorker(ctx context.Context, o Options, a WorkerArgs, source string, c 
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = append(cmd.Env, "TMPDIR="+a.TempDir)
+	if d := deviceEnv(o, a.Job); d != "" {
+		cmd.Env = append(cmd.Env, d)
+	}
 	cmd.WaitDelay = 5 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

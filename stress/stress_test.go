@@ -273,3 +273,19 @@ func TestReservoirIsBoundedAndUniform(t *testing.T) {
 		t.Fatalf("median %v of a sample of 0..%d", m, r.n-1)
 	}
 }
+
+// --spread places job j's process on GPU j mod N; nothing else is placed (goroutine or stream
+// jobs, one GPU).
+func TestDeviceEnvSpreadsJobProcesses(t *testing.T) {
+	o := Options{Mode: ModeProcesses, Devices: 4}
+	for job, want := range []string{"TESSERA_CUDA_DEVICE=0", "TESSERA_CUDA_DEVICE=1", "TESSERA_CUDA_DEVICE=2", "TESSERA_CUDA_DEVICE=3", "TESSERA_CUDA_DEVICE=0"} {
+		if got := deviceEnv(o, job); got != want {
+			t.Errorf("job %d: %q, want %q", job, got, want)
+		}
+	}
+	for _, o := range []Options{{Mode: ModeProcesses, Devices: 1}, {Mode: ModeGoroutines, Devices: 4}, {Mode: ModeStreams, Devices: 4}} {
+		if got := deviceEnv(o, 3); got != "" {
+			t.Errorf("%+v: %q", o, got)
+		}
+	}
+}

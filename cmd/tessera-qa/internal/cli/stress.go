@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend/cpu"
+	"github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/job"
 	"github.com/tessera-qa/tessera-qa/stress"
@@ -27,7 +28,7 @@ func newStressCmd(e *env) *cobra.Command {
 		mode, device, out, jsonPath string
 		worker, plant, workload     string
 		pressure, cpuBudget         string
-		cacheCorrupt                bool
+		cacheCorrupt, spread        bool
 		duration, interval          time.Duration
 		seed                        uint64
 		perJob                      int
@@ -90,6 +91,9 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 			if duration <= 0 {
 				return usage(cmd, "--duration %s: need more than 0", duration)
 			}
+			if spread && (mode != stress.ModeProcesses || device != "cuda") {
+				return usage(cmd, "--spread places job processes on GPUs: it needs --mode processes --device cuda")
+			}
 			if workload != stress.WorkloadGraphs && workload != stress.WorkloadTrain {
 				return usage(cmd, "--workload %q: want graphs or train", workload)
 			}
@@ -120,11 +124,20 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 			if out == "" {
 				out = filepath.Join("tessera-qa-out", "stress", time.Now().Format("20060102-150405")+"-"+strconv.Itoa(os.Getpid()))
 			}
+			devices := 0
+			if spread {
+				devs, err := cuda.Devices()
+				if err != nil {
+					return err
+				}
+				devices = len(devs)
+				fmt.Fprintf(e.stderr, "stress: jobs spread over %d GPU(s): job j on GPU j mod %d\n", devices, devices)
+			}
 			fmt.Fprintf(e.stderr, "stress: %d jobs (%s) on %s for %s; alone runs first; artifacts %s\n", jobs, mode, ch.Backend.Device(), duration, out)
 			rep, err := stress.Run(context.Background(), stress.Options{
 				Mode: mode, Jobs: jobs, Backend: ch.Backend, Duration: duration, Seed: seed, PerJob: perJob,
 				Interval: interval, OutDir: out, Progress: e.stderr, Plant: plant, Workload: workload,
-				Pressure: pressure, CPUBudget: budget, NoCorrupt: !cacheCorrupt,
+				Pressure: pressure, CPUBudget: budget, NoCorrupt: !cacheCorrupt, Devices: devices,
 				Command: func(ctx context.Context, a string) *exec.Cmd {
 					args := []string{"stress", "--device", device, "--worker", a}
 					return exec.CommandContext(ctx, exe, args...)
@@ -147,6 +160,7 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 	f.IntVar(&jobs, "jobs", 4, "concurrent jobs")
 	f.StringVar(&mode, "mode", stress.ModeGoroutines, "jobs as goroutines, processes or streams (CUDA lanes of one process)")
 	f.StringVar(&device, "device", "cpu", "backend the jobs run on: cpu or cuda")
+	f.BoolVar(&spread, "spread", false, "with --mode processes --device cuda: job j on GPU j mod (visible GPUs), every result still checked against the alone runs")
 	f.DurationVar(&duration, "duration", 30*time.Second, "length of the loaded phase (the soak)")
 	f.DurationVar(&interval, "interval", 250*time.Millisecond, "time between monitor samples")
 	f.Uint64Var(&seed, "seed", 1, "seed of the graph pools")
