@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/backend/backendtest"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
@@ -12,17 +12,8 @@ import (
 
 // End to end on the real engine: compiler, CPU backend, golden model.
 
-func cpuBackend(t *testing.T) backend.Backend {
-	t.Helper()
-	b, err := backend.Get("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func TestRunCaseOnCPU(t *testing.T) {
-	cpu := cpuBackend(t)
+	cpu := backendtest.CPU(t)
 	for _, dt := range []numerics.DType{numerics.F32, numerics.F16, numerics.BF16} {
 		const m, k, n = 16, 64, 24
 		b := graph.NewBuilder("mlp")
@@ -57,7 +48,7 @@ func TestRunCaseOnCPU(t *testing.T) {
 }
 
 func TestReplayOnCPU(t *testing.T) {
-	cpu := cpuBackend(t)
+	cpu := backendtest.CPU(t)
 	c := testCase(t)
 	// An absurdly tight tolerance makes a correct run fail, which gives a real manifest.
 	c.Tolerances = []Tolerance{{RTol: 0, ATol: 0, Budget: 0}}

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/engine/backend/backendtest"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
@@ -11,7 +12,7 @@ import (
 // benchStep times one step of o on a single 1M-element f32 param on the cpu backend, after a
 // first step that compiles the program and creates the state. It reports the update's kernels.
 func benchStep(b *testing.B, o Optimizer, kernels func() int) {
-	be := cpuBackend(b)
+	be := backendtest.CPU(b)
 	rng := rand.New(rand.NewPCG(1, 2))
 	shape := []int{1 << 20}
 	params := map[string]*tensor.Tensor{"w": randn(rng, numerics.F32, shape, 1, false)}

@@ -7,22 +7,11 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"slices"
-	"testing"
 
-	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
-
-func cpuBackend(t testing.TB) backend.Backend {
-	t.Helper()
-	b, err := backend.Get("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // randn fills a tensor with seeded normal values times scale, never exactly zero unless
 // zeros is set (then about one element in 16 is 0).

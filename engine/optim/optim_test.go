@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/backend/backendtest"
 	"github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -78,7 +79,7 @@ func TestAdamWFirstStepByHand(t *testing.T) {
 	g := tensor.FromFloat64(f32, []int{6}, gv)
 	o := DefaultAdamW()
 	st := NewState()
-	if err := o.Step(cpuBackend(t), map[string]*tensor.Tensor{"w": p}, map[string]*tensor.Tensor{"w": g}, st); err != nil {
+	if err := o.Step(backendtest.CPU(t), map[string]*tensor.Tensor{"w": p}, map[string]*tensor.Tensor{"w": g}, st); err != nil {
 		t.Fatal(err)
 	}
 	// Variables, not constants: Go folds constant expressions exactly, Python rounds each op.
@@ -120,7 +121,7 @@ func TestAdamWFirstStepByHandF64(t *testing.T) {
 	gv := []float64{0.3, -0.7, 1e-4, 2.5}
 	p := tensor.FromFloat64(f64, []int{4}, pv)
 	o := AdamW{LR: 1e-2, Beta1: 0.8, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.1}
-	if err := o.Step(cpuBackend(t), map[string]*tensor.Tensor{"w": p}, map[string]*tensor.Tensor{"w": tensor.FromFloat64(f64, []int{4}, gv)}, NewState()); err != nil {
+	if err := o.Step(backendtest.CPU(t), map[string]*tensor.Tensor{"w": p}, map[string]*tensor.Tensor{"w": tensor.FromFloat64(f64, []int{4}, gv)}, NewState()); err != nil {
 		t.Fatal(err)
 	}
 	// Variables, not constants: Go folds constant expressions exactly, Python rounds each op.
@@ -144,7 +145,7 @@ func TestSGDFirstStepByHand(t *testing.T) {
 	p := tensor.FromFloat64(f32, []int{5}, pv)
 	o := SGD{LR: 0.1, Momentum: 0.9, Nesterov: true, WeightDecay: 0.1}
 	st := NewState()
-	if err := o.Step(cpuBackend(t), map[string]*tensor.Tensor{"w": p}, map[string]*tensor.Tensor{"w": tensor.FromFloat64(f32, []int{5}, gv)}, st); err != nil {
+	if err := o.Step(backendtest.CPU(t), map[string]*tensor.Tensor{"w": p}, map[string]*tensor.Tensor{"w": tensor.FromFloat64(f32, []int{5}, gv)}, st); err != nil {
 		t.Fatal(err)
 	}
 	for i := range pv {
@@ -163,7 +164,7 @@ func TestSGDFirstStepByHand(t *testing.T) {
 	// Second step: buf = 0.9*buf + d (dampening 0: one add).
 	g2 := tensor.FromFloat64(f32, []int{5}, gv)
 	prev, pbuf := p.Clone(), st.get("w", BufMomentum).Clone()
-	if err := o.Step(cpuBackend(t), map[string]*tensor.Tensor{"w": p}, map[string]*tensor.Tensor{"w": g2}, st); err != nil {
+	if err := o.Step(backendtest.CPU(t), map[string]*tensor.Tensor{"w": p}, map[string]*tensor.Tensor{"w": g2}, st); err != nil {
 		t.Fatal(err)
 	}
 	for i := range pv {
@@ -179,7 +180,7 @@ func TestSGDFirstStepByHand(t *testing.T) {
 
 // Export after some steps, restore into a fresh State, and both continue with the same bits.
 func TestStateRoundTripContinuesBitIdentically(t *testing.T) {
-	b := cpuBackend(t)
+	b := backendtest.CPU(t)
 	for _, dt := range []numerics.DType{f32, f64, numerics.BF16} {
 		for _, o := range configs {
 			t.Run(dt.String()+"/"+name(o), func(t *testing.T) {
@@ -225,7 +226,7 @@ func TestSameInputsSameBits(t *testing.T) {
 	for _, o := range configs {
 		var ref map[string]*tensor.Tensor
 		var refState map[string]*tensor.Tensor
-		for _, b := range []backend.Backend{cpuBackend(t), cpuBackend(t), &cpu.Backend{Workers: 1}, &cpu.Backend{Workers: 3}} {
+		for _, b := range []backend.Backend{backendtest.CPU(t), backendtest.CPU(t), &cpu.Backend{Workers: 1}, &cpu.Backend{Workers: 3}} {
 			pr := newProblem(5, f32, 4)
 			st := NewState()
 			runSteps(t, b, o, pr.params, pr.grads, st)
@@ -246,7 +247,7 @@ func TestSameInputsSameBits(t *testing.T) {
 // Every step changes every element of every param (the grads are random and non-zero), and the
 // state holds non-zero values: no all-zero pass.
 func TestStepChangesEveryParam(t *testing.T) {
-	b := cpuBackend(t)
+	b := backendtest.CPU(t)
 	for _, dt := range []numerics.DType{f32, f64} {
 		for _, o := range configs {
 			pr := newProblem(3, dt, 2)
@@ -277,7 +278,7 @@ func TestStepChangesEveryParam(t *testing.T) {
 
 // A learning-rate schedule changes a scalar input, not the program: no recompilation.
 func TestScheduleReusesTheProgram(t *testing.T) {
-	b := cpuBackend(t)
+	b := backendtest.CPU(t)
 	pr := newProblem(9, f32, 4)
 	o := DefaultAdamW()
 	st := NewState()
@@ -299,7 +300,7 @@ func TestScheduleReusesTheProgram(t *testing.T) {
 // 16-bit params: the update is the f32 update of the widened param and grad, rounded back; the
 // state is f32.
 func TestBF16ParamsUseTheF32UpdateAndF32State(t *testing.T) {
-	b := cpuBackend(t)
+	b := backendtest.CPU(t)
 	for _, dt := range []numerics.DType{numerics.BF16, numerics.F16} {
 		for _, o := range configs {
 			lo := newProblem(21, dt, 3)
@@ -348,7 +349,7 @@ func widen(m map[string]*tensor.Tensor) map[string]*tensor.Tensor {
 
 // Bad inputs are coded errors that name the param, and change nothing.
 func TestBadInputsAreCodedErrorsAndChangeNothing(t *testing.T) {
-	b := cpuBackend(t)
+	b := backendtest.CPU(t)
 	okParams := func() map[string]*tensor.Tensor {
 		return map[string]*tensor.Tensor{"a.w": tensor.FromFloat64(f32, []int{2, 3}, []float64{1, 2, 3, 4, 5, 6}),
 			"z.b": tensor.FromFloat64(f32, []int{3}, []float64{1, 2, 3})}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/engine/backend/backendtest"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
@@ -219,7 +220,7 @@ func TestAgainstTorchStepByStep(t *testing.T) {
 	if err := os.WriteFile(script, torchScript, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := cpuBackend(t)
+	b := backendtest.CPU(t)
 	names := slices.Sorted(maps.Keys(torchShapes))
 	var cases []*torchCase
 	for ci, o := range configs {

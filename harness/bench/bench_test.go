@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/backend/backendtest"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
@@ -27,7 +28,7 @@ type fakeEngine struct {
 }
 
 func newFake(t *testing.T, ms float64) *fakeEngine {
-	return &fakeEngine{FixedClock: FixedClock{Backend: cpuBackend(t), MS: ms}}
+	return &fakeEngine{FixedClock: FixedClock{Backend: backendtest.CPU(t), MS: ms}}
 }
 
 func (f *fakeEngine) Run(p *compiler.Program, in map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
@@ -60,14 +61,6 @@ func gpuBackend(t *testing.T) backend.Backend {
 		t.Skip("cuda unavailable: " + err.Error())
 	}
 	return gpu
-}
-
-func cpuBackend(t *testing.T) backend.Backend {
-	b, err := backend.Get("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // TestRunEndToEnd runs every op of the table through the whole pipeline with a fake clock and

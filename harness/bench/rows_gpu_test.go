@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/engine/backend/backendtest"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
@@ -19,7 +20,7 @@ import (
 // Without a GPU it skips.
 func TestGPURowKernelsMatchGolden(t *testing.T) {
 	gpu := gpuBackend(t)
-	cpu := cpuBackend(t)
+	cpu := backendtest.CPU(t)
 	files, err := golden.LoadAll(golden.Data())
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/engine/backend/backendtest"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
@@ -23,7 +24,7 @@ import (
 // and narrower outputs are bit-identical. Without a GPU it skips.
 func TestGPUStreamKernelsMatchCPU(t *testing.T) {
 	gpu := gpuBackend(t)
-	cpu := cpuBackend(t)
+	cpu := backendtest.CPU(t)
 	f32, bf16, f8, i8 := numerics.F32, numerics.BF16, numerics.F8E4M3, numerics.I8
 	type tc struct {
 		name, path string

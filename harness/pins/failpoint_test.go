@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/engine/backend/backendtest"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/golden"
@@ -17,7 +18,7 @@ func TestPlantedReductionOrderIsSelfConsistentButCaughtByThePins(t *testing.T) {
 	if !failpoint.Compiled {
 		t.Skip("needs a failpoints build: go test -tags failpoints ./harness/pins -run Planted")
 	}
-	b := cpuBackend(t)
+	b := backendtest.CPU(t)
 	pinned, ok, err := Load(golden.Pins(), golden.PinsRoot, b.DeviceClass())
 	if err != nil {
 		t.Fatal(err)

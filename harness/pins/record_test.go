@@ -4,27 +4,18 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/backend/backendtest"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/golden"
 	"github.com/tessera-qa/tessera-qa/harness"
 )
 
-func cpuBackend(t *testing.T) backend.Backend {
-	t.Helper()
-	b, err := backend.Get("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // Record gives each case's output digests and a result the results store can keep: judged
 // against the pin where there is one (a changed pin fails with E_NONDETERMINISTIC) and
 // against a first run where there is none.
 func TestRecordDigestsAndResults(t *testing.T) {
-	b := cpuBackend(t)
+	b := backendtest.CPU(t)
 	specs := specsOf(t, "reduce_sum/f32/3x1031-axis1", "add/f32/1031")
 	pinned := file(b.DeviceClass(), map[string][]string{"reduce_sum/f32/3x1031-axis1": {"not these bits"}})
 	rec, err := Record(specs, b, pinned)
