@@ -7,6 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/tessera-qa/tessera-qa/engine/autodiff"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
@@ -34,6 +35,38 @@ func movementGraph() (*graph.Graph, error) {
 	return b.Build()
 }
 
+// headsGraph is a causal multi-head attention block as a transformer writes it: projections,
+// the [rows, W] -> [B, S, H, D] head reshapes and their inverse, an output projection, and a
+// scalar loss; headsGradGraph appends its gradient (attention_lse, attention_grad, the
+// transposed matmuls, pending sums of partial gradients).
+func headsGraph() (*graph.Graph, error) {
+	const B, S, H, D = 2, 8, 4, 4
+	W := int64(H * D)
+	b := graph.NewBuilder("heads")
+	x := b.Input("x", numerics.F32, B*S, int(W))
+	w := map[string]*graph.Value{}
+	for _, n := range []string{"wq", "wk", "wv", "wo"} {
+		w[n] = b.Input(n, numerics.F32, int(W), int(W))
+	}
+	heads := func(v *graph.Value) *graph.Value {
+		return b.Op("transpose", graph.Attrs{"perm": graph.Ints(0, 2, 1, 3)}, b.Op("reshape", graph.Attrs{"shape": graph.Ints(B, S, H, D)}, v))
+	}
+	mm := func(a, c *graph.Value) *graph.Value { return b.Op("matmul", nil, a, c) }
+	a := b.Op("attention", graph.Attrs{"causal": graph.Bool(true)}, heads(mm(x, w["wq"])), heads(mm(x, w["wk"])), heads(mm(x, w["wv"])))
+	a = b.Op("reshape", graph.Attrs{"shape": graph.Ints(B*S, W)}, b.Op("transpose", graph.Attrs{"perm": graph.Ints(0, 2, 1, 3)}, a))
+	b.Named("loss", "reduce_mean", graph.Attrs{"axes": graph.Ints(0, 1)}, b.Op("mul", nil, mm(a, w["wo"]), x))
+	b.Output(b.Graph().Value("loss"))
+	return b.Build()
+}
+
+func headsGradGraph() (*graph.Graph, error) {
+	g, err := headsGraph()
+	if err != nil {
+		return nil, err
+	}
+	return autodiff.Grad(g, "loss", "x", "wq", "wk", "wv", "wo")
+}
+
 // TestAnyLayoutOfAnyInputGivesTheOneDeviceResult draws a mesh of one or two axes and, for
 // every input of a graph, a layout (each dim replicated or sharded over a free axis, sometimes
 // a pending sum), then checks the sharded run against one device and ref.RunDist.
@@ -42,8 +75,9 @@ func TestAnyLayoutOfAnyInputGivesTheOneDeviceResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	graphs := map[string]func() (*graph.Graph, error){"movement": movementGraph, "mlp": mlpGraph, "attention": attentionGraph, "layernorm": layernormGraph, "matmul": matmulGraph}
-	names := []string{"attention", "layernorm", "matmul", "mlp", "movement"}
+	graphs := map[string]func() (*graph.Graph, error){"movement": movementGraph, "mlp": mlpGraph, "attention": attentionGraph, "layernorm": layernormGraph, "matmul": matmulGraph,
+		"heads": headsGraph, "heads-grad": headsGradGraph}
+	names := []string{"attention", "heads", "heads-grad", "layernorm", "matmul", "mlp", "movement"}
 	rapid.Check(t, func(rt *rapid.T) {
 		name := rapid.SampledFrom(names).Draw(rt, "graph")
 		g, err := graphs[name]()
