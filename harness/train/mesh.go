@@ -2,16 +2,20 @@ package train
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/autodiff"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/dtensor"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/dist/run"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
@@ -178,4 +182,28 @@ func (s *meshStep) digest(ctx context.Context, params map[string]*tensor.Tensor)
 // layoutText is the checkpoint manifest's description of the blocks.
 func (s *meshStep) layoutText() string {
 	return fmt.Sprintf("mesh %s, blocks by train.TPLayouts", s.ms)
+}
+
+// agree returns, on every rank, an error when any rank's finiteness check failed (local is this
+// rank's): its own E_NAN_INF on the failing ranks, E_NAN_INF with the count on the others; or the
+// all_reduce's own error. One all_reduce of a count over the mesh.
+func (s *meshStep) agree(ctx context.Context, local error, step int) error {
+	bad := 0.0
+	if local != nil {
+		bad = 1
+	}
+	send := tensor.FromFloat64(numerics.F32, []int{1}, []float64{bad})
+	recv := make([]byte, len(send.Data))
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.groups.World.AllReduce(cctx, numerics.F32, send.Data, recv, dist.Sum); err != nil {
+		return errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: agreeing on finite gradients", step, s.groups.Rank())
+	}
+	if local != nil {
+		return local
+	}
+	if n := math.Float32frombits(binary.LittleEndian.Uint32(recv)); n > 0 {
+		return errs.New(errs.NaNInf, "train: step %d on rank %d: %.0f rank(s) of mesh %s found NaN or Inf in their loss or gradient blocks; the step is not applied", step, s.groups.Rank(), n, s.ms)
+	}
+	return nil
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"math"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/dist/dtensor"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
@@ -119,5 +123,44 @@ func TestTensorParallelRefusals(t *testing.T) {
 	cfg, world = meshCfg(t, "mlp", "pp=2,tp=2", 2)
 	if _, err := Inproc(ctx, cfg, world); errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), `"pp"`) {
 		t.Errorf("a pp axis: %v", err)
+	}
+}
+
+// A NaN in one rank's gradient blocks stops every rank of the mesh with E_NAN_INF (that rank's
+// own message, the count on the others), none waiting on the rest.
+func TestTensorParallelRanksAgreeOnANaN(t *testing.T) {
+	ms, err := mesh.ParseMesh("dp=2,tp=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := dist.NewInproc(4)
+	errsOut := make([]error, 4)
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g, err := dtensor.NewGroups(ms, dist.NewComm(ts[r], dist.Options{Mode: dist.Deterministic}))
+			if err != nil {
+				errsOut[r] = err
+				return
+			}
+			s := &meshStep{ms: ms, groups: g, timeout: 5 * time.Second}
+			var local error
+			if r == 2 {
+				local = errs.New(errs.NaNInf, "train: step 7 on rank 2: grad_w1[3] = NaN")
+			}
+			errsOut[r] = s.agree(context.Background(), local, 7)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errsOut {
+		want := "1 rank(s) of mesh dp=2,tp=2"
+		if r == 2 {
+			want = "grad_w1[3] = NaN"
+		}
+		if errs.CodeOf(err) != errs.NaNInf || !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: %v, want E_NAN_INF saying %q", r, err, want)
+		}
 	}
 }

@@ -206,8 +206,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 			}
 		}
-		if err := checkFinite(loss, grads, m, step, rank); err != nil {
-			return nil, err
+		finite := checkFinite(loss, grads, m, step, rank)
+		if tp != nil {
+			// Each rank checks only its own blocks: the mesh agrees before anyone applies the step,
+			// so every rank stops with E_NAN_INF instead of some waiting on the others.
+			finite = tp.agree(ctx, finite, step)
+		}
+		if finite != nil {
+			return nil, finite
 		}
 		if err := opt.Step(params, grads); err != nil {
 			return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: optimizer", step, rank)
