@@ -8,7 +8,7 @@
 // No registry is reachable from the machines this runs on: the image is built locally and
 // nothing is pulled; testcontainers' reaper (an image of its own) is switched off
 // (TESTCONTAINERS_RYUK_DISABLED), and every container and the network are removed by the
-// launcher itself.
+// launcher itself; what a killed process left is removed by the next New (orphans.go).
 package container
 
 import (
@@ -82,6 +82,7 @@ func New(ctx context.Context, binary string, binds ...string) (*Launcher, error)
 	if l.cli, err = testcontainers.NewDockerClientWithOpts(ctx); err != nil {
 		return nil, errs.Wrap(errs.NoDevice, err, "container: Docker client")
 	}
+	reapOrphans(ctx, l.cli)
 	if l.ctxb, err = os.MkdirTemp("", "tessera-chaos-image-"); err != nil {
 		l.Close()
 		return nil, errs.New(errs.Input, "container: %v", err)
@@ -90,7 +91,7 @@ func New(ctx context.Context, binary string, binds ...string) (*Launcher, error)
 	if err == nil {
 		err = os.WriteFile(filepath.Join(l.ctxb, "tessera-qa"), data, 0o755)
 	}
-	dockerfile := "FROM scratch\nCOPY tessera-qa /tessera-qa\n"
+	dockerfile := "FROM scratch\nLABEL " + ownerLabel + "=" + strconv.Quote(owner()) + "\nCOPY tessera-qa /tessera-qa\n"
 	if err == nil {
 		var libs []string
 		if libs, err = sharedLibs(binary); err == nil && len(libs) > 0 {
@@ -132,7 +133,7 @@ func New(ctx context.Context, binary string, binds ...string) (*Launcher, error)
 		l.Close()
 		return nil, errs.Wrap(errs.Internal, err, "container: building the FROM scratch image")
 	}
-	if l.Net, err = network.New(ctx); err != nil {
+	if l.Net, err = network.New(ctx, network.WithLabels(map[string]string{ownerLabel: owner()})); err != nil {
 		l.Close()
 		return nil, errs.Wrap(errs.Internal, err, "container: the private network")
 	}
@@ -221,7 +222,7 @@ func (l *Launcher) Run(ctx context.Context, spec launch.Spec) (int, error) {
 			}
 			out := &lineConsumer{prefix: fmt.Sprintf("[rank %d] ", r), stdout: spec.Stdout, stderr: spec.Stderr}
 			req := testcontainers.GenericContainerRequest{Started: true, ContainerRequest: testcontainers.ContainerRequest{
-				Image: l.Image, Cmd: spec.Args, Env: env, Networks: []string{l.Net.Name},
+				Image: l.Image, Cmd: spec.Args, Env: env, Networks: []string{l.Net.Name}, Labels: map[string]string{ownerLabel: owner()},
 				NetworkAliases: map[string][]string{l.Net.Name: {"rank" + strconv.Itoa(r)}},
 				HostConfigModifier: func(hc *container.HostConfig) {
 					for _, b := range l.Binds {

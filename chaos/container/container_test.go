@@ -6,9 +6,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/tessera-qa/tessera-qa/chaos"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
@@ -53,6 +58,65 @@ func TestNodeFaultsOnContainers(t *testing.T) {
 				t.Fatalf("%+v", rep)
 			}
 		})
+	}
+}
+
+// deadOwner is an ownerLabel value naming a process of this host that has exited.
+func deadOwner(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	return host + "/" + strconv.Itoa(cmd.Process.Pid)
+}
+
+func TestOwnerGone(t *testing.T) {
+	host, _ := os.Hostname()
+	for v, want := range map[string]bool{deadOwner(t): true, owner(): false, "elsewhere/1": false, host + "/x": false, host: false, "": false} {
+		if got := ownerGone(v); got != want {
+			t.Errorf("ownerGone(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// What a killed run left (a container and a network labelled with an exited owner) is removed
+// by the next reap; what a live process owns stays.
+func TestOrphansOfADeadRunAreRemoved(t *testing.T) {
+	if err := Available(context.Background()); err != nil {
+		t.Skip("docker: ", err)
+	}
+	ctx := context.Background()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	dead, live := deadOwner(t), owner()
+	var nets []string
+	for _, o := range []string{dead, live} {
+		n, err := cli.NetworkCreate(ctx, "tessera-orphan-test-"+strings.ReplaceAll(strings.ReplaceAll(o, "/", "-"), ".", "-"),
+			client.NetworkCreateOptions{Driver: "bridge", Labels: map[string]string{ownerLabel: o}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nets = append(nets, n.ID)
+	}
+	defer cli.NetworkRemove(ctx, nets[1], client.NetworkRemoveOptions{})
+	if n := reapOrphans(ctx, cli); n < 1 {
+		t.Errorf("reaped %d", n)
+	}
+	left, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("label", ownerLabel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range left.Items {
+		ids = append(ids, n.ID)
+	}
+	if slices.Contains(ids, nets[0]) || !slices.Contains(ids, nets[1]) {
+		t.Errorf("networks left %v: want the live owner's %s and not the dead owner's %s", ids, nets[1], nets[0])
 	}
 }
 
