@@ -61,19 +61,7 @@ type CheckResult struct {
 //     meaningless when ATol > Guard*RefRMS or, outside ULP mode, RTol >= 1;
 //   - finite elements match when |got-want| <= ATol + RTol*|want| (ULP mode: within MaxULP
 //     steps or within ATol); more than Budget mismatches fail.
-func Check(got, want *tensor.Tensor, tol Tolerance) CheckResult {
-	r := CheckResult{Mode: modeOf(tol), Worst: -1, Tolerance: tol}
-	if err := tol.Validate(); err != nil {
-		r.Tolerance = Tolerance{}
-		return r.fail(err.Error())
-	}
-	if msg := structural(got, want); msg != "" {
-		return r.fail(msg)
-	}
-	c := checker{dt: want.DType, tol: tol, got: got, want: want, r: &r}
-	c.run()
-	return c.verdict()
-}
+func Check(got, want *tensor.Tensor, tol Tolerance) CheckResult { return CheckBound(got, want, tol, nil) }
 
 // CheckBound is Check with a per-element absolute error bound added to what tol allows:
 // element i matches when |got-want| <= ATol + RTol*|want| + bound[i] (ULP mode: within MaxULP
@@ -81,7 +69,8 @@ func Check(got, want *tensor.Tensor, tol Tolerance) CheckResult {
 // inputs of each element, not on its value: a K-reduction on an accumulator narrower than
 // f32, whose error scales with sum_k |a_ik*b_kj| (harness/accum). The magnitude guard also
 // applies to the bound: when RMS(bound) > Guard*RefRMS the check fails as meaningless. A
-// bound cannot widen a bitwise check, and it must have one finite value >= 0 per element.
+// bound cannot widen a bitwise check, and it must have one finite value >= 0 per element; a nil
+// bound is Check.
 func CheckBound(got, want *tensor.Tensor, tol Tolerance, bound []float64) CheckResult {
 	r := CheckResult{Mode: modeOf(tol), Worst: -1, Tolerance: tol}
 	if err := tol.Validate(); err != nil {
@@ -92,6 +81,7 @@ func CheckBound(got, want *tensor.Tensor, tol Tolerance, bound []float64) CheckR
 		return r.fail(msg)
 	}
 	switch {
+	case bound == nil:
 	case tol.Bitwise:
 		return r.fail("a per-element error bound cannot widen a bitwise check")
 	case len(bound) != want.Len():
