@@ -77,9 +77,9 @@ func assembleAll(mods []module) []assembled {
 	return out
 }
 
-// programModules compiles a graph's program for sm_90 and returns its kernels' modules.
-func programModules(name string, p *compiler.Program) ([]module, error) {
-	mods, err := ptx.GenerateProgram(p, ptx.H100)
+// programModules generates a program's kernels for target t, each named by name and kernel.
+func programModules(name string, p *compiler.Program, t ptx.Target) ([]module, error) {
+	mods, err := ptx.GenerateProgram(p, t)
 	if err != nil {
 		return nil, err
 	}
@@ -98,12 +98,12 @@ func catalogueModules(t ptx.Target, keep func(path string) bool) []module {
 	for _, s := range golden.Catalogue() {
 		p, err := compiler.Compile(s.Graph, compiler.Options{})
 		Expect(err).NotTo(HaveOccurred(), s.Name)
-		gen, err := ptx.GenerateProgram(p, t)
+		gen, err := programModules(s.Name, p, t)
 		Expect(err).NotTo(HaveOccurred(), s.Name)
-		for i, m := range gen {
-			if keep(m.Path) && !seen[m.PTX] {
-				seen[m.PTX] = true
-				mods = append(mods, module{from: fmt.Sprintf("%s kernel %s", s.Name, p.Kernels[i].Name), path: m.Path, ptx: m.PTX})
+		for _, m := range gen {
+			if keep(m.path) && !seen[m.ptx] {
+				seen[m.ptx] = true
+				mods = append(mods, m)
 			}
 		}
 	}
@@ -207,7 +207,7 @@ var _ = Describe("NVIDIA's assembler", Label("cpu"), func() {
 			c := gen.Example(seed + i)
 			p, err := compiler.Compile(c.Graph, compiler.Options{})
 			Expect(err).NotTo(HaveOccurred(), "graph %d (seed %d): %s", i, seed+i, c.Ops())
-			ms, err := programModules(fmt.Sprintf("graph %d (rapid example seed %d, %s)", i, seed+i, c.Ops()), p)
+			ms, err := programModules(fmt.Sprintf("graph %d (rapid example seed %d, %s)", i, seed+i, c.Ops()), p, ptx.H100)
 			Expect(err).NotTo(HaveOccurred())
 			mods = append(mods, ms...)
 		}
