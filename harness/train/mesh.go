@@ -144,7 +144,8 @@ func (s *meshStep) step(ctx context.Context, seed uint64, step int, params map[s
 	defer cancel()
 	outs, err := run.Rank(cctx, s.prog, s.be, s.groups, feed)
 	if err != nil {
-		return nil, nil, err
+		// The program's collectives sum the gradients over dp: nothing to average after it.
+		return nil, nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d of mesh %s", step, s.groups.Rank(), s.ms)
 	}
 	grads := map[string]*tensor.Tensor{}
 	for i, name := range s.m.Params {
@@ -183,6 +184,10 @@ func (s *meshStep) digest(ctx context.Context, params map[string]*tensor.Tensor)
 func (s *meshStep) layoutText() string {
 	return fmt.Sprintf("mesh %s, blocks by train.TPLayouts", s.ms)
 }
+
+func (s *meshStep) model() *Model { return s.m }
+
+func (s *meshStep) mesh() string { return s.ms.String() }
 
 // agree returns, on every rank, an error when any rank's finiteness check failed (local is this
 // rank's): its own E_NAN_INF on the failing ranks, E_NAN_INF with the count on the others; or the

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/tessera-qa/tessera-qa/engine/autodiff"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/checkpoint"
-	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -121,47 +118,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if timeout <= 0 {
 		timeout = dist.DefaultTimeout
 	}
-	var (
-		m      *Model
-		prog   *compiler.Program // data parallel: this rank's step
-		tp     *meshStep         // tensor parallel: the mesh's step
-		params map[string]*tensor.Tensor
-		layout = "dp=" + strconv.Itoa(world) + " replicated"
-		err    error
-	)
+	var st rankStep
+	var err error
 	if cfg.Mesh != nil && cfg.Mesh.AxisIndex("tp") >= 0 {
-		if tp, err = newMeshStep(cfg, cfg.Mesh, timeout); err != nil {
-			return nil, err
-		}
-		m, layout = tp.m, tp.layoutText()
-		if params, err = tp.init(cfg.Seed); err != nil {
-			return nil, err
-		}
+		st, err = newMeshStep(cfg, cfg.Mesh, timeout)
 	} else {
-		global := cfg.Dims.Batch
-		if global%world != 0 {
-			return nil, errs.New(errs.Input, "train: global batch %d does not split over %d data-parallel ranks", global, world)
-		}
-		if m, err = Build(cfg.Model, cfg.DType, cfg.Dims, global/world); err != nil {
-			return nil, err
-		}
-		gg, err := autodiff.Grad(m.Graph, "loss", m.Params...)
-		if err != nil {
-			return nil, err
-		}
-		if prog, err = compiler.Compile(gg, compiler.Options{}); err != nil {
-			return nil, err
-		}
-		params = m.Init(cfg.Seed)
+		st, err = newDataStep(cfg, rank, world, timeout)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := st.model()
+	params, err := st.init(cfg.Seed)
+	if err != nil {
+		return nil, err
 	}
 	opt, err := cfg.Optimizer()
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Model: cfg.Model, DType: cfg.DType.String(), World: world, Seed: cfg.Seed, Steps: cfg.Steps, Device: cfg.Backend.DeviceClass()}
-	if tp != nil {
-		res.Mesh = cfg.Mesh.String()
-	}
+	res := &Result{Model: cfg.Model, DType: cfg.DType.String(), World: world, Mesh: st.mesh(), Seed: cfg.Seed, Steps: cfg.Steps, Device: cfg.Backend.DeviceClass()}
 	if cfg.Resume {
 		ld, err := checkpoint.LoadLatest(cfg.CheckpointDir, rank, world)
 		if err != nil {
@@ -179,41 +155,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Observe(Observation{Kind: "resume", Rank: rank, Step: res.StartStep, Notices: res.Notices})
 	}
 	for step := res.StartStep + 1; step <= cfg.Steps; step++ {
-		var loss *tensor.Tensor
-		var grads map[string]*tensor.Tensor
-		if tp != nil {
-			// The program's collectives sum the gradients over dp: nothing to average.
-			if loss, grads, err = tp.step(ctx, cfg.Seed, step, params); err != nil {
-				return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d of mesh %s", step, rank, cfg.Mesh)
-			}
-		} else {
-			x, t := m.Batch(cfg.Seed, step, rank, world)
-			feed := map[string]*tensor.Tensor{"x": x, "target": t}
-			for k, v := range params {
-				feed[k] = v
-			}
-			outs, err := cfg.Backend.Run(prog, feed)
-			if err != nil {
-				return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d", step, rank)
-			}
-			loss, grads = outs[0], map[string]*tensor.Tensor{}
-			for i, name := range m.Params {
-				grads[name] = outs[1+i]
-			}
-			if cfg.Comm != nil {
-				if err := averageAll(ctx, cfg.Comm, timeout, append([]*tensor.Tensor{loss}, gradList(m, grads)...)); err != nil {
-					return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: averaging gradients", step, rank)
-				}
-			}
+		loss, grads, err := st.step(ctx, cfg.Seed, step, params)
+		if err != nil {
+			return nil, err
 		}
-		finite := checkFinite(loss, grads, m, step, rank)
-		if tp != nil {
-			// Each rank checks only its own blocks: the mesh agrees before anyone applies the step,
-			// so every rank stops with E_NAN_INF instead of some waiting on the others.
-			finite = tp.agree(ctx, finite, step)
-		}
-		if finite != nil {
-			return nil, finite
+		if err := st.agree(ctx, checkFinite(loss, grads, m, step, rank), step); err != nil {
+			return nil, err
 		}
 		if err := opt.Step(params, grads); err != nil {
 			return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: optimizer", step, rank)
@@ -227,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Observe(Observation{Kind: "step", Rank: rank, Step: step, LossBits: res.Losses[len(res.Losses)-1].Bits})
 		}
 		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 {
-			if err := save(ctx, cfg, m, params, opt, step, rank, world, layout, timeout); err != nil {
+			if err := save(ctx, cfg, m, params, opt, step, rank, world, st.layoutText(), timeout); err != nil {
 				return nil, err
 			}
 			if cfg.Observe != nil {
@@ -239,12 +186,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			time.Sleep(time.Minute) // the signal is on its way
 		}
 	}
-	if tp != nil {
-		if res.Digest, err = tp.digest(ctx, params); err != nil {
-			return nil, err
-		}
-	} else {
-		res.Digest = Digest(m, params)
+	if res.Digest, err = st.digest(ctx, params); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -256,30 +199,6 @@ func Digest(m *Model, params map[string]*tensor.Tensor) string {
 		ts[i] = params[n]
 	}
 	return harness.CombinedDigest(ts)
-}
-
-func gradList(m *Model, grads map[string]*tensor.Tensor) []*tensor.Tensor {
-	out := make([]*tensor.Tensor, len(m.Params))
-	for i, n := range m.Params {
-		out[i] = grads[n]
-	}
-	return out
-}
-
-// averageAll replaces every tensor by its average over the group (deterministic mode: the
-// same bits whatever order the contributions arrive in).
-func averageAll(ctx context.Context, c *dist.Comm, timeout time.Duration, ts []*tensor.Tensor) error {
-	for _, t := range ts {
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		out := make([]byte, len(t.Data))
-		err := c.AllReduce(cctx, t.DType, t.Data, out, dist.Avg)
-		cancel()
-		if err != nil {
-			return err
-		}
-		copy(t.Data, out)
-	}
-	return nil
 }
 
 // checkFinite refuses to apply a step whose loss or gradients hold NaN or Inf: the parameters
