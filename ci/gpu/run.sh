@@ -5,16 +5,25 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=.dev/gpu
-# build.sh leaves a tarball (what travels to the GPU machine); unpack it once.
-if [ ! -d "$bin" ] && [ -f .dev/gpu.tgz ]; then tar -C .dev -xzf .dev/gpu.tgz; fi
+# build.sh leaves a tarball (what travels to the GPU machine); unpack it once (xz, or Python's
+# lzma where the machine has no xz).
+if [ ! -d "$bin" ] && [ -f .dev/gpu.txz ]; then
+  xz -dc .dev/gpu.txz 2>/dev/null | tar -C .dev -xf - ||
+    python3 -c 'import tarfile; tarfile.open(".dev/gpu.txz").extractall(".dev")'
+fi
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 fail=0
+# TESSERA_GPU_ONLY="golden determinism dist-cudaipc collectives-cli ..." runs only the parts named
+# (a suite or package by its binary's name, dist-<name>, collectives-cli): a device command is
+# bounded to 10 minutes, so the whole list is split over several.
+want() { [ -z "${TESSERA_GPU_ONLY:-}" ] || [[ " $TESSERA_GPU_ONLY " == *" $1 "* ]]; }
 "$bin/tessera-qa" devices | tee "$out/devices.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/devices.txt"
 for t in "$bin"/*.test; do
   name=$(basename "$t" .test)
+  want "$name" || continue
   if [ "$name" = cuda ]; then
     (cd "$out" && "$OLDPWD/$t" -test.run GPU -test.v > "cuda.log" 2>&1) || { echo "FAIL $name"; fail=1; }
     grep -E "^(--- |ok|FAIL|PASS)" "$out/cuda.log" | tail -20
@@ -27,7 +36,7 @@ for t in "$bin"/*.test; do
   if [ "$name" = property ] && [ -n "${TESSERA_GPU_PROPERTY_ARGS:-}" ]; then read -ra extra <<< "$TESSERA_GPU_PROPERTY_ARGS"; fi
   (cd "$(dirname "$t")" && "./$(basename "$t")" -ginkgo.label-filter=gpu -ginkgo.no-color -ginkgo.succinct \
      -ginkgo.json-report="$out/$name.json" "${extra[@]}") > "$out/$name.log" 2>&1 || { echo "FAIL $name"; fail=1; }
-  tail -3 "$out/$name.log"
+  tail -3 "$out/$name.log" | sed "s/^/$name: /"
 done
 # The device transports (engine/dist/devreduce: the shared reduction kernel against the host's
 # bits; engine/dist/cudaipc: 2 and 4 ranks as processes on the one GPU
@@ -37,6 +46,7 @@ done
 for t in "$bin"/dist/*.test; do
   [ -f "$t" ] || continue
   name=dist-$(basename "$t" .test)
+  want "$name" || continue
   (cd "$out" && TESSERA_GPU_ARTIFACTS="$out/$name" "$OLDPWD/$t" -test.run GPU -test.v -test.timeout 40m > "$name.log" 2>&1) || { echo "FAIL $name"; fail=1; }
   grep -E "^(--- |ok|FAIL|PASS)" "$out/$name.log" | tail -20
 done
@@ -49,6 +59,7 @@ done
 # $out/collectives-<transport>-np<N>-{matrix,busbw}.{json,log}.
 coll_matrix=(--ops all --redops all --dtypes all --counts 0,1,7,1021 -b 64 -e 256K -f 16 --iters 5 --warmup 2)
 coll_busbw=(--ops all_reduce --redops sum --dtypes f32 --counts none -b 1M -e 64M -f 4 --iters 20 --warmup 5)
+want collectives-cli || exit $fail
 for run in "cuda 2" "cuda 4" "nccl 1"; do
   read -r tr np <<< "$run"
   for kind in matrix busbw; do
