@@ -11,6 +11,13 @@ if [ ! -d "$bin" ] && [ -f .dev/gpu.txz ]; then
   xz -dc .dev/gpu.txz 2>/dev/null | tar -C .dev -xf - ||
     python3 -c 'import tarfile; tarfile.open(".dev/gpu.txz").extractall(".dev")'
 fi
+# The suites that run the CLI (stress, collectives ...) take this binary: there is no Go here to
+# build one. The oracle specs take the first python3 that has torch (the image's is not
+# /usr/bin/python3).
+export TESSERA_QA_BIN="${TESSERA_QA_BIN:-$PWD/$bin/tessera-qa}"
+if [ -z "${TESSERA_QA_PYTHON:-}" ] && p=$(command -v python3) && "$p" -c "import torch" 2>/dev/null; then
+  export TESSERA_QA_PYTHON="$p"
+fi
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
