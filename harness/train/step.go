@@ -99,20 +99,65 @@ func (s *dataStep) layoutText() string { return "dp=" + strconv.Itoa(s.world) + 
 
 func (s *dataStep) mesh() string { return "" }
 
+// bucketBytes caps one all_reduce of the data-parallel average: consecutive tensors of one
+// dtype travel together up to this size (PyTorch DDP's default bucket, 25 MiB), so a step pays
+// one collective's latency per bucket instead of one per parameter. The reduction works element
+// by element in rank order, so an element gets the same bits in a bucket as alone.
+const bucketBytes = 25 << 20
+
 // averageAll replaces every tensor by its average over the group (deterministic mode: the
-// same bits whatever order the contributions arrive in).
+// same bits whatever order the contributions arrive in), one all_reduce per bucket.
 func averageAll(ctx context.Context, c *dist.Comm, timeout time.Duration, ts []*tensor.Tensor) error {
-	for _, t := range ts {
+	return averageBuckets(ctx, c, timeout, ts, bucketBytes)
+}
+
+func averageBuckets(ctx context.Context, c *dist.Comm, timeout time.Duration, ts []*tensor.Tensor, capBytes int) error {
+	for _, b := range buckets(ts, capBytes) {
+		send := b[0].Data
+		if len(b) > 1 {
+			send = make([]byte, 0, bucketSize(b))
+			for _, t := range b {
+				send = append(send, t.Data...)
+			}
+		}
+		out := make([]byte, len(send))
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		out := make([]byte, len(t.Data))
-		err := c.AllReduce(cctx, t.DType, t.Data, out, dist.Avg)
+		err := c.AllReduce(cctx, b[0].DType, send, out, dist.Avg)
 		cancel()
 		if err != nil {
 			return err
 		}
-		copy(t.Data, out)
+		for _, t := range b {
+			out = out[copy(t.Data, out):]
+		}
 	}
 	return nil
+}
+
+// buckets groups ts in order: a bucket holds consecutive tensors of one dtype whose bytes
+// stay within capBytes together; a tensor larger than the cap travels alone. Every rank holds
+// the same tensors in the same order, so every rank makes the same buckets.
+func buckets(ts []*tensor.Tensor, capBytes int) [][]*tensor.Tensor {
+	var out [][]*tensor.Tensor
+	for _, t := range ts {
+		if n := len(out); n > 0 {
+			last := out[n-1]
+			if last[0].DType == t.DType && bucketSize(last)+len(t.Data) <= capBytes {
+				out[n-1] = append(last, t)
+				continue
+			}
+		}
+		out = append(out, []*tensor.Tensor{t})
+	}
+	return out
+}
+
+func bucketSize(b []*tensor.Tensor) int {
+	n := 0
+	for _, t := range b {
+		n += len(t.Data)
+	}
+	return n
 }
 
 func gradList(m *Model, grads map[string]*tensor.Tensor) []*tensor.Tensor {
