@@ -104,6 +104,13 @@ func discoverNVML() ([]GPU, error) {
 	if err != nil {
 		return nil, err
 	}
+	return n.walk()
+}
+
+// walk asks n for every GPU and, where MIG is on, every MIG device: the whole of discovery's
+// NVML logic, apart from loading the library, so that tests can replay recorded NVML answers
+// (nvml_fixture_test.go).
+func (n *nvml) walk() ([]GPU, error) {
 	var count uint32
 	if rc := n.count(&count); rc != nvmlSuccess {
 		return nil, errs.New(errs.NoDevice, "NVML: nvmlDeviceGetCount_v2 returned %d", rc)
