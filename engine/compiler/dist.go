@@ -22,11 +22,19 @@ type DistProgram struct {
 	ScheduleHash string
 }
 
-// Step is a compiled segment (Program) or a collective node (Node); exactly one is set.
+// Step is a compiled segment (Program), a collective node (Node) or a bucket of all_reduces
+// (Bucket); exactly one is set. A bucket is two or more all_reduce nodes over one axis with one
+// reduction and dtype that run as one collective over their inputs laid end to end, each node
+// taking its slice of the result: the reduction works element by element, so every element
+// gets the bits it would get alone, for one collective's latency instead of len(Bucket).
 type Step struct {
 	Program *Program
 	Node    *graph.Node
+	Bucket  []*graph.Node
 }
+
+// BucketBytes caps a bucket's inputs (PyTorch DDP's default bucket, 25 MiB).
+const BucketBytes = 25 << 20
 
 // CompileDist compiles g for Options.Mesh: the graph passes and the shard pass give the rank
 // program, which is cut at its collectives; each segment between them runs the rest of the
@@ -51,10 +59,18 @@ func CompileDist(g *graph.Graph, opts Options) (*DistProgram, error) {
 		segOpts.Dump = nil
 	}
 	h := sha256.New()
-	for i, st := range split(s.g) {
+	sinkOutputCollectives(s.g)
+	for i, st := range bucket(split(s.g)) {
 		if st.Node != nil {
 			dp.Steps = append(dp.Steps, st)
 			fmt.Fprintf(h, "step %d: %s\n", i, nodeText(st.Node))
+			continue
+		}
+		if st.Bucket != nil {
+			dp.Steps = append(dp.Steps, st)
+			for _, n := range st.Bucket {
+				fmt.Fprintf(h, "step %d: bucket %s\n", i, nodeText(n))
+			}
 			continue
 		}
 		p, err := Compile(st.Program.Graph, segOpts)
@@ -74,6 +90,65 @@ func nodeText(n *graph.Node) string {
 		s += " " + k + "=" + graph.FormatAttr(n.Attrs[k])
 	}
 	return s + " " + n.Output.Type.String()
+}
+
+// sinkOutputCollectives moves every all_reduce whose result only leaves the program (read by
+// no node: a weight gradient's sum over dp, the loss's average) to the end of g, keeping their
+// order: nothing waits for them, and at the end they stand together, where bucket joins them.
+// The nodes stay in a topological order, and every rank moves the same ones.
+func sinkOutputCollectives(g *graph.Graph) {
+	read := map[*graph.Value]bool{}
+	for _, n := range g.Nodes {
+		for _, v := range n.Inputs {
+			read[v] = true
+		}
+	}
+	var keep, sunk []*graph.Node
+	for _, n := range g.Nodes {
+		if n.Op == "all_reduce" && !read[n.Output] {
+			sunk = append(sunk, n)
+		} else {
+			keep = append(keep, n)
+		}
+	}
+	g.Nodes = append(keep, sunk...)
+}
+
+// bucket joins runs of consecutive all_reduce steps over one axis, reduction and dtype, none
+// reading another's result, into buckets of at most BucketBytes of input.
+func bucket(steps []Step) []Step {
+	var out []Step
+	for _, st := range steps {
+		if n := len(out); n > 0 && st.Node != nil {
+			run := out[n-1].Bucket
+			if out[n-1].Node != nil {
+				run = []*graph.Node{out[n-1].Node}
+			}
+			if joins(run, st.Node) {
+				out[n-1] = Step{Bucket: append(slices.Clip(run), st.Node)}
+				continue
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// joins says whether all_reduce n can join the run of collectives that directly precedes it.
+func joins(run []*graph.Node, n *graph.Node) bool {
+	if len(run) == 0 || n.Op != "all_reduce" {
+		return false
+	}
+	bytes := func(m *graph.Node) int { return m.Output.Type.NumElems() * m.Output.Type.DType.Size() }
+	size := bytes(n)
+	for _, m := range run {
+		if m.Op != "all_reduce" || m.StringAttr("axis") != n.StringAttr("axis") || m.StringAttr("op") != n.StringAttr("op") ||
+			m.Output.Type.DType != n.Output.Type.DType || n.Inputs[0] == m.Output {
+			return false
+		}
+		size += bytes(m)
+	}
+	return size <= BucketBytes
 }
 
 // split cuts g at its collective nodes. A segment is returned as a Step whose Program holds

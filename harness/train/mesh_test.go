@@ -1,6 +1,7 @@
 package train
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"strings"
@@ -8,11 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/engine/autodiff"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/dtensor"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
+	"github.com/tessera-qa/tessera-qa/engine/dist/run"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
 func meshCfg(t *testing.T, model, meshText string, steps int) (Config, int) {
@@ -162,5 +167,102 @@ func TestTensorParallelRanksAgreeOnANaN(t *testing.T) {
 		if errs.CodeOf(err) != errs.NaNInf || !strings.Contains(err.Error(), want) {
 			t.Errorf("rank %d: %v, want E_NAN_INF saying %q", r, err, want)
 		}
+	}
+}
+
+// unbucketed is dp with every bucket run as its all_reduces one by one, in the same order.
+func unbucketed(dp *compiler.DistProgram) *compiler.DistProgram {
+	out := *dp
+	out.Steps = nil
+	for _, st := range dp.Steps {
+		if st.Bucket == nil {
+			out.Steps = append(out.Steps, st)
+			continue
+		}
+		for _, n := range st.Bucket {
+			out.Steps = append(out.Steps, compiler.Step{Node: n})
+		}
+	}
+	return &out
+}
+
+// The transformer block's tensor-parallel step sums its weight gradients over dp in one
+// bucket at the end of the program, not one all_reduce each between the backward's kernels,
+// and the bucket gives every rank's loss and gradients the bits of the all_reduces run alone.
+func TestTensorParallelGradientSumsRunAsOneBucket(t *testing.T) {
+	ms, err := mesh.ParseMesh("dp=2,tp=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := DefaultDims("transformer-block")
+	m, err := Build("transformer-block", numerics.F32, d, d.Batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layouts, err := TPLayouts(m, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gg, err := autodiff.Grad(m.Graph, "loss", m.Params...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := compiler.CompileDist(gg, compiler.Options{Mesh: ms, Layouts: layouts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := dp.Steps[len(dp.Steps)-1]
+	var dpSums, collectives int
+	for _, st := range dp.Steps {
+		if st.Node != nil {
+			collectives++
+			if st.Node.Op == "all_reduce" && st.Node.StringAttr("axis") == "dp" && st.Node.StringAttr("op") == "sum" {
+				dpSums++
+			}
+		}
+		if st.Bucket != nil {
+			collectives++
+		}
+	}
+	// 13 parameters: their 12 dp sums and the loss's dp average stand at the end; the sums
+	// share one bucket, the average (another reduction) runs alone before it.
+	if last.Bucket == nil || len(last.Bucket) != 12 || dpSums != 0 {
+		t.Fatalf("last step %+v, %d dp sums outside it", last, dpSums)
+	}
+	for _, n := range last.Bucket {
+		if n.StringAttr("axis") != "dp" || n.StringAttr("op") != "sum" {
+			t.Fatalf("bucket holds %s over %s", n.Op, n.StringAttr("axis"))
+		}
+	}
+	t.Logf("%d collective calls a step (%d steps)", collectives, len(dp.Steps))
+
+	b, err := backend.Get("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	global := m.Init(3)
+	global["x"], global["target"] = m.Batch(3, 1, 0, 1)
+	inputs, err := run.ShardInputs(dp.Plan, global)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := dist.Options{Mode: dist.Deterministic, Timeout: 10 * time.Second}
+	got, err := run.Inproc(context.Background(), dp, b, opts, inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := run.Inproc(context.Background(), unbucketed(dp), b, opts, inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range got {
+		for i := range got[r] {
+			if !bytes.Equal(got[r][i].Data, want[r][i].Data) {
+				t.Fatalf("rank %d output %d: the bucket changed the bits", r, i)
+			}
+		}
+	}
+	if g := got[0][len(got[0])-1]; g.Float64(0) == 0 && g.Float64(g.Len()-1) == 0 {
+		t.Fatalf("the last gradient starts and ends with zeros: nothing was summed")
 	}
 }

@@ -2,6 +2,7 @@ package dtensor
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
@@ -24,6 +25,50 @@ func Exec(ctx context.Context, g *Groups, n *graph.Node, x *tensor.Tensor) (*ten
 		return nil, errs.New(errs.Internal, "rank %d: node %%%s (%s) made %s, declared %s", g.Rank(), n.Output.Name, n.Op, out.TypeString(), n.Output.Type)
 	}
 	return out, nil
+}
+
+// ExecBucket runs a bucket of all_reduce nodes (compiler.Step.Bucket: one axis, reduction and
+// dtype) as one all_reduce over their inputs xs laid end to end, and gives each node its slice.
+// The reduction is element by element, so the results have the bits of one Exec per node.
+func ExecBucket(ctx context.Context, g *Groups, ns []*graph.Node, xs []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	if len(ns) == 0 || len(ns) != len(xs) {
+		return nil, errs.New(errs.Internal, "rank %d: a bucket of %d all_reduces with %d inputs", g.Rank(), len(ns), len(xs))
+	}
+	first := ns[0]
+	where := func() string {
+		return fmt.Sprintf("rank %d: bucket %%%s..%%%s (%d all_reduces over %s)", g.Rank(), first.Output.Name, ns[len(ns)-1].Output.Name, len(ns), first.StringAttr("axis"))
+	}
+	size := 0
+	for i, n := range ns {
+		x := xs[i]
+		if n.Op != "all_reduce" || n.StringAttr("axis") != first.StringAttr("axis") || n.StringAttr("op") != first.StringAttr("op") ||
+			x == nil || x.DType != first.Output.Type.DType || !slices.Equal(x.Shape, n.Output.Type.Shape) {
+			return nil, errs.New(errs.Internal, "%s: node %%%s (%s) does not belong to it", where(), n.Output.Name, n.Op)
+		}
+		size += len(x.Data)
+	}
+	c, err := g.Axis(first.StringAttr("axis"))
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "%s", where())
+	}
+	op, err := dist.ParseRedOp(first.StringAttr("op"))
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "%s", where())
+	}
+	send := make([]byte, 0, size)
+	for _, x := range xs {
+		send = append(send, x.Data...)
+	}
+	recv := make([]byte, size)
+	if err := c.AllReduce(ctx, first.Output.Type.DType, send, recv, op); err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "%s", where())
+	}
+	outs := make([]*tensor.Tensor, len(ns))
+	for i, n := range ns {
+		outs[i] = tensor.New(n.Output.Type.DType, n.Output.Type.Shape)
+		recv = recv[copy(outs[i].Data, recv):]
+	}
+	return outs, nil
 }
 
 func exec(ctx context.Context, g *Groups, n *graph.Node, x *tensor.Tensor) (*tensor.Tensor, error) {

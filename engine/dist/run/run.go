@@ -32,6 +32,20 @@ func Rank(ctx context.Context, dp *compiler.DistProgram, be backend.Backend, g *
 		env[k] = v
 	}
 	for _, st := range dp.Steps {
+		if st.Bucket != nil {
+			xs := make([]*tensor.Tensor, len(st.Bucket))
+			for i, n := range st.Bucket {
+				xs[i] = env[n.Inputs[0].Name]
+			}
+			outs, err := dtensor.ExecBucket(ctx, g, st.Bucket, xs)
+			if err != nil {
+				return nil, err
+			}
+			for i, n := range st.Bucket {
+				env[n.Output.Name] = outs[i]
+			}
+			continue
+		}
 		if st.Node != nil {
 			var x *tensor.Tensor
 			if len(st.Node.Inputs) > 0 {
