@@ -38,17 +38,16 @@ func TestInprocCorruptionRecovers(t *testing.T) {
 // accepted a bad checksum would see them. Nothing detects it, the corruption reaches the
 // parameters, and the checker says so.
 //
-// The first frame after step 12 carries the loss: its corruption changes no parameter, only
-// the loss the step reports, which the checker compares too. (A case that corrupted the third
-// frame, a gradient's, was dropped: which frame is third depends on the order rank 1's sends
-// to its two peers interleave, and in one CI run of 2026-11-25 that frame's corruption changed
-// nothing the checker could see. A gradient frame needs a peer-targeted corruption: open.)
+// The first frame after step 12 carries a chunk of step 13's one gradient bucket (the loss and
+// every gradient share one all_reduce): whichever peer it goes to, it holds gradients, so the
+// parameters change from step 13 on; whether step 13's loss does depends on which chunk it is
+// (the loss leads the bucket), so the first silent step is 13 or 14.
 func TestPlantedBadChecksumIsCaught(t *testing.T) {
 	for _, tc := range []struct {
 		skip int
 		want []string
 	}{
-		{0, []string{"silent corruption: attempt 0, rank 0, step 13", "never detected"}},
+		{0, []string{"silent corruption: attempt 0, rank 0, step 1", "final parameters", "never detected"}},
 	} {
 		sc := &Scenario{Name: "t/plant", Transport: "inproc", World: 3, Steps: 30, CheckpointEvery: 5,
 			CommTimeout: Duration(time.Second), Plant: PlantAcceptBadChecksum,
