@@ -30,6 +30,31 @@ func (c *Comm) AllReduce(ctx context.Context, dt numerics.DType, send, recv []by
 	return c.AllReduceMulti(ctx, dt, [][]byte{send}, recv, op)
 }
 
+// AllReduceEach reduces every buffer of bufs over every rank, in place, in one collective: the
+// buffers travel laid end to end (a bucket), so a group of small tensors pays one collective's
+// latency. Every rank must pass buffers of the same sizes in the same order. The reduction works
+// element by element, so each buffer gets the bits its own AllReduce would give it.
+func (c *Comm) AllReduceEach(ctx context.Context, dt numerics.DType, bufs [][]byte, op RedOp) error {
+	if len(bufs) == 1 {
+		return c.AllReduce(ctx, dt, bufs[0], bufs[0], op)
+	}
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	joined := make([]byte, 0, n)
+	for _, b := range bufs {
+		joined = append(joined, b...)
+	}
+	if err := c.AllReduce(ctx, dt, joined, joined, op); err != nil {
+		return err
+	}
+	for _, b := range bufs {
+		joined = joined[copy(b, joined):]
+	}
+	return nil
+}
+
 // AllReduceMulti is AllReduce where this rank contributes several buffers (in order). The
 // global order of contributions is rank 0's, then rank 1's, ...; exact mode's bits depend only
 // on the multiset of contributions, so the same data split over 1 or 8 ranks gives the same

@@ -447,3 +447,41 @@ func FuzzUnmarshalHeader(f *testing.F) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A bucket reduces each buffer to the bits its own all_reduce gives it, for every reduction,
+// in every mode, whatever the buffers' sizes (chunks and pipelined segments cut across them).
+func TestAllReduceEachHasEveryBuffersOwnBits(t *testing.T) {
+	sizes := []int{1, 7, 1000, 3, 70000}
+	for _, mode := range []Mode{Deterministic, Exact} {
+		for _, op := range []RedOp{Sum, Avg, Max} {
+			const n = 3
+			alone := make([][][]byte, n)
+			joined := make([][][]byte, n)
+			for r := range n {
+				for i, size := range sizes {
+					alone[r] = append(alone[r], randTensor(numerics.F32, size, uint64(10*r+i)).Data)
+					joined[r] = append(joined[r], randTensor(numerics.F32, size, uint64(10*r+i)).Data)
+				}
+			}
+			errsOut := world(t, n, Options{Mode: mode}, nil, func(c *Comm) error {
+				r := c.Rank()
+				for _, b := range alone[r] {
+					if err := c.AllReduce(context.Background(), numerics.F32, b, b, op); err != nil {
+						return err
+					}
+				}
+				return c.AllReduceEach(context.Background(), numerics.F32, joined[r], op)
+			})
+			for r, err := range errsOut {
+				if err != nil {
+					t.Fatalf("%s %s rank %d: %v", mode, op, r, err)
+				}
+				for i := range sizes {
+					if string(alone[r][i]) != string(joined[r][i]) {
+						t.Fatalf("%s %s rank %d buffer %d (%d elements): bucketed bits differ", mode, op, r, i, sizes[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/run"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
 func meshCfg(t *testing.T, model, meshText string, steps int) (Config, int) {
@@ -170,27 +171,11 @@ func TestTensorParallelRanksAgreeOnANaN(t *testing.T) {
 	}
 }
 
-// unbucketed is dp with every bucket run as its all_reduces one by one, in the same order.
-func unbucketed(dp *compiler.DistProgram) *compiler.DistProgram {
-	out := *dp
-	out.Steps = nil
-	for _, st := range dp.Steps {
-		if st.Bucket == nil {
-			out.Steps = append(out.Steps, st)
-			continue
-		}
-		for _, n := range st.Bucket {
-			out.Steps = append(out.Steps, compiler.Step{Node: n})
-		}
-	}
-	return &out
-}
-
-// The transformer block's tensor-parallel step sums its weight gradients over dp in one
-// bucket at the end of the program, not one all_reduce each between the backward's kernels,
-// and the bucket gives every rank's loss and gradients the bits of the all_reduces run alone.
-func TestTensorParallelGradientSumsRunAsOneBucket(t *testing.T) {
-	ms, err := mesh.ParseMesh("dp=2,tp=2")
+// compileTPStep compiles the transformer block's training step (forward, loss, gradient) for
+// a mesh with train's tensor-parallel layouts.
+func compileTPStep(t testing.TB, meshText string) (*Model, *compiler.DistProgram) {
+	t.Helper()
+	ms, err := mesh.ParseMesh(meshText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +196,46 @@ func TestTensorParallelGradientSumsRunAsOneBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, dp
+}
+
+// tpInputs is every rank's blocks of the step's inputs: parameters and batch drawn from seed.
+func tpInputs(t testing.TB, m *Model, dp *compiler.DistProgram, seed uint64) (backend.Backend, []map[string]*tensor.Tensor) {
+	t.Helper()
+	b, err := backend.Get("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	global := m.Init(seed)
+	global["x"], global["target"] = m.Batch(seed, 1, 0, 1)
+	inputs, err := run.ShardInputs(dp.Plan, global)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, inputs
+}
+
+// unbucketed is dp with every bucket run as its all_reduces one by one, in the same order.
+func unbucketed(dp *compiler.DistProgram) *compiler.DistProgram {
+	out := *dp
+	out.Steps = nil
+	for _, st := range dp.Steps {
+		if st.Bucket == nil {
+			out.Steps = append(out.Steps, st)
+			continue
+		}
+		for _, n := range st.Bucket {
+			out.Steps = append(out.Steps, compiler.Step{Node: n})
+		}
+	}
+	return &out
+}
+
+// The transformer block's tensor-parallel step sums its weight gradients over dp in one
+// bucket at the end of the program, not one all_reduce each between the backward's kernels,
+// and the bucket gives every rank's loss and gradients the bits of the all_reduces run alone.
+func TestTensorParallelGradientSumsRunAsOneBucket(t *testing.T) {
+	m, dp := compileTPStep(t, "dp=2,tp=2")
 	last := dp.Steps[len(dp.Steps)-1]
 	var dpSums, collectives int
 	for _, st := range dp.Steps {
@@ -236,16 +261,7 @@ func TestTensorParallelGradientSumsRunAsOneBucket(t *testing.T) {
 	}
 	t.Logf("%d collective calls a step (%d steps)", collectives, len(dp.Steps))
 
-	b, err := backend.Get("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	global := m.Init(3)
-	global["x"], global["target"] = m.Batch(3, 1, 0, 1)
-	inputs, err := run.ShardInputs(dp.Plan, global)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, inputs := tpInputs(t, m, dp, 3)
 	opts := dist.Options{Mode: dist.Deterministic, Timeout: 10 * time.Second}
 	got, err := run.Inproc(context.Background(), dp, b, opts, inputs)
 	if err != nil {

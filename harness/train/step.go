@@ -99,36 +99,25 @@ func (s *dataStep) layoutText() string { return "dp=" + strconv.Itoa(s.world) + 
 
 func (s *dataStep) mesh() string { return "" }
 
-// bucketBytes caps one all_reduce of the data-parallel average: consecutive tensors of one
-// dtype travel together up to this size (PyTorch DDP's default bucket, 25 MiB), so a step pays
-// one collective's latency per bucket instead of one per parameter. The reduction works element
-// by element in rank order, so an element gets the same bits in a bucket as alone.
-const bucketBytes = 25 << 20
-
 // averageAll replaces every tensor by its average over the group (deterministic mode: the
-// same bits whatever order the contributions arrive in), one all_reduce per bucket.
+// same bits whatever order the contributions arrive in). Consecutive tensors of one dtype travel
+// together up to compiler.BucketBytes (PyTorch DDP's buckets), so a step pays one collective's
+// latency per bucket instead of one per tensor, with the same bits (Comm.AllReduceEach).
 func averageAll(ctx context.Context, c *dist.Comm, timeout time.Duration, ts []*tensor.Tensor) error {
-	return averageBuckets(ctx, c, timeout, ts, bucketBytes)
+	return averageBuckets(ctx, c, timeout, ts, compiler.BucketBytes)
 }
 
 func averageBuckets(ctx context.Context, c *dist.Comm, timeout time.Duration, ts []*tensor.Tensor, capBytes int) error {
 	for _, b := range buckets(ts, capBytes) {
-		send := b[0].Data
-		if len(b) > 1 {
-			send = make([]byte, 0, bucketSize(b))
-			for _, t := range b {
-				send = append(send, t.Data...)
-			}
+		bufs := make([][]byte, len(b))
+		for i, t := range b {
+			bufs[i] = t.Data
 		}
-		out := make([]byte, len(send))
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		err := c.AllReduce(cctx, b[0].DType, send, out, dist.Avg)
+		err := c.AllReduceEach(cctx, b[0].DType, bufs, dist.Avg)
 		cancel()
 		if err != nil {
 			return err
-		}
-		for _, t := range b {
-			out = out[copy(t.Data, out):]
 		}
 	}
 	return nil

@@ -6,12 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tessera-qa/tessera-qa/engine/autodiff"
-	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/dtensor"
-	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/dist/run"
 	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
@@ -34,7 +31,7 @@ func BenchmarkGradientAverage(b *testing.B) {
 			var alone, bucketed time.Duration
 			for range b.N {
 				alone += timeAverage(b, comms, m, 1)
-				bucketed += timeAverage(b, comms, m, bucketBytes)
+				bucketed += timeAverage(b, comms, m, compiler.BucketBytes)
 			}
 			b.ReportMetric(float64(alone.Microseconds())/float64(b.N), "per-tensor-us/op")
 			b.ReportMetric(float64(bucketed.Microseconds())/float64(b.N), "bucketed-us/op")
@@ -69,41 +66,14 @@ func timeAverage(b *testing.B, comms []*dist.Comm, m *Model, capBytes int) time.
 // gradient) on dp=2,tp=2 over 4 tcp ranks on loopback, with its dp gradient sums in one bucket
 // at the end and with the same all_reduces run one by one, side by side in each iteration.
 func BenchmarkMeshStepBucket(b *testing.B) {
-	ms, err := mesh.ParseMesh("dp=2,tp=2")
-	if err != nil {
-		b.Fatal(err)
-	}
-	d := DefaultDims("transformer-block")
-	m, err := Build("transformer-block", numerics.F32, d, d.Batch)
-	if err != nil {
-		b.Fatal(err)
-	}
-	layouts, err := TPLayouts(m, ms)
-	if err != nil {
-		b.Fatal(err)
-	}
-	gg, err := autodiff.Grad(m.Graph, "loss", m.Params...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bucketed, err := compiler.CompileDist(gg, compiler.Options{Mesh: ms, Layouts: layouts})
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, bucketed := compileTPStep(b, "dp=2,tp=2")
 	alone := unbucketed(bucketed)
-	be, err := backend.Get("cpu")
-	if err != nil {
-		b.Fatal(err)
-	}
-	global := m.Init(1)
-	global["x"], global["target"] = m.Batch(1, 1, 0, 1)
-	inputs, err := run.ShardInputs(bucketed.Plan, global)
-	if err != nil {
-		b.Fatal(err)
-	}
+	be, inputs := tpInputs(b, m, bucketed, 1)
+	ms := bucketed.Graph.Mesh
 	comms := tcpComms(b, ms.World())
 	groups := make([]*dtensor.Groups, len(comms))
 	for r, c := range comms {
+		var err error
 		if groups[r], err = dtensor.NewGroups(ms, c); err != nil {
 			b.Fatal(err)
 		}

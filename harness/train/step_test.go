@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
@@ -69,7 +70,7 @@ func TestBucketedAverageHasTheBitsOfOneAllReducePerTensor(t *testing.T) {
 		return nil
 	})
 	before := gradsOf(0, dts, sizes)
-	for _, capBytes := range []int{1, 1300, 20000, bucketBytes} {
+	for _, capBytes := range []int{1, 1300, 20000, compiler.BucketBytes} {
 		got := averageOn(t, world, dts, sizes, func(ctx context.Context, c *dist.Comm, ts []*tensor.Tensor) error {
 			return averageBuckets(ctx, c, 5*time.Second, ts, capBytes)
 		})

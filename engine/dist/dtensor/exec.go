@@ -38,14 +38,12 @@ func ExecBucket(ctx context.Context, g *Groups, ns []*graph.Node, xs []*tensor.T
 	where := func() string {
 		return fmt.Sprintf("rank %d: bucket %%%s..%%%s (%d all_reduces over %s)", g.Rank(), first.Output.Name, ns[len(ns)-1].Output.Name, len(ns), first.StringAttr("axis"))
 	}
-	size := 0
 	for i, n := range ns {
 		x := xs[i]
 		if n.Op != "all_reduce" || n.StringAttr("axis") != first.StringAttr("axis") || n.StringAttr("op") != first.StringAttr("op") ||
 			x == nil || x.DType != first.Output.Type.DType || !slices.Equal(x.Shape, n.Output.Type.Shape) {
 			return nil, errs.New(errs.Internal, "%s: node %%%s (%s) does not belong to it", where(), n.Output.Name, n.Op)
 		}
-		size += len(x.Data)
 	}
 	c, err := g.Axis(first.StringAttr("axis"))
 	if err != nil {
@@ -55,18 +53,15 @@ func ExecBucket(ctx context.Context, g *Groups, ns []*graph.Node, xs []*tensor.T
 	if err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "%s", where())
 	}
-	send := make([]byte, 0, size)
-	for _, x := range xs {
-		send = append(send, x.Data...)
-	}
-	recv := make([]byte, size)
-	if err := c.AllReduce(ctx, first.Output.Type.DType, send, recv, op); err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "%s", where())
-	}
 	outs := make([]*tensor.Tensor, len(ns))
+	bufs := make([][]byte, len(ns))
 	for i, n := range ns {
 		outs[i] = tensor.New(n.Output.Type.DType, n.Output.Type.Shape)
-		recv = recv[copy(outs[i].Data, recv):]
+		copy(outs[i].Data, xs[i].Data)
+		bufs[i] = outs[i].Data
+	}
+	if err := c.AllReduceEach(ctx, first.Output.Type.DType, bufs, op); err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "%s", where())
 	}
 	return outs, nil
 }
