@@ -3,6 +3,7 @@ package training_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +92,21 @@ var _ = Describe("the reference training workload", func() {
 		Expect(lossBits(b)).To(Equal(lossBits(a)))
 		Expect(b.Digest).To(Equal(a.Digest))
 	})
+
+	for _, model := range train.Models {
+		It("trains the "+model+" on data-parallel ranks as one rank trains it on the whole batch (dp=2 and dp=4: every loss within 1e-4)", func() {
+			one := inproc(model, 10, 1)
+			for _, world := range []int{2, 4} {
+				r := inproc(model, 10, world)
+				Expect(r.World).To(Equal(world))
+				Expect(r.Losses).To(HaveLen(len(one.Losses)))
+				for i, l := range r.Losses {
+					Expect(math.Abs(l.Value-one.Losses[i].Value)/one.Losses[i].Value).To(BeNumerically("<=", 1e-4),
+						"dp=%d step %d: loss %v, one rank %v", world, i+1, l.Value, one.Losses[i].Value)
+				}
+			}
+		})
+	}
 
 	It("gives `train --model mlp --steps 50 --seed 1` the same curve and digest twice", func() {
 		_, a := cli("--model", "mlp", "--steps", "50", "--seed", "1")
