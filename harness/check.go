@@ -61,7 +61,9 @@ type CheckResult struct {
 //     meaningless when ATol > Guard*RefRMS or, outside ULP mode, RTol >= 1;
 //   - finite elements match when |got-want| <= ATol + RTol*|want| (ULP mode: within MaxULP
 //     steps or within ATol); more than Budget mismatches fail.
-func Check(got, want *tensor.Tensor, tol Tolerance) CheckResult { return CheckBound(got, want, tol, nil) }
+func Check(got, want *tensor.Tensor, tol Tolerance) CheckResult {
+	return CheckBound(got, want, tol, nil)
+}
 
 // CheckBound is Check with a per-element absolute error bound added to what tol allows:
 // element i matches when |got-want| <= ATol + RTol*|want| + bound[i] (ULP mode: within MaxULP
