@@ -117,6 +117,7 @@ func (j suiteRun) runPackage(ctx context.Context, pkg string) Outcome {
 	// Replay manifests of the failures a fault causes stay in the scratch folder, out of CI's
 	// artifacts.
 	cmd.Env = append(withoutFailpoints(os.Environ()), "TESSERA_QA_ARTIFACTS="+filepath.Join(scratch, "artifacts"))
+	cmd.Env = append(cmd.Env, j.suite.Env...)
 	if j.fault != "" {
 		cmd.Env = append(cmd.Env, fp.EnvVar+"="+j.fault)
 	}

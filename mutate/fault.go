@@ -16,10 +16,11 @@ const (
 	LayerCPU      Layer = "cpu"      // engine/backend/cpu: the Tile IR interpreter
 	LayerNumerics Layer = "numerics" // engine/numerics: the conversions every layer shares
 	LayerGraph    Layer = "graph"    // engine/graph: the op registry and the verifier
+	LayerDist     Layer = "dist"     // engine/dist and the compiler's cut of rank programs: collectives
 )
 
 // Layers lists every layer, in catalogue order.
-var Layers = []Layer{LayerCompiler, LayerCPU, LayerNumerics, LayerGraph}
+var Layers = []Layer{LayerCompiler, LayerCPU, LayerNumerics, LayerGraph, LayerDist}
 
 // Fault is one planted bug. Every field is required: a zero field is a catalogue error
 // (TestCatalogueIsComplete).
@@ -109,6 +110,10 @@ var catalogue = []Fault{
 		Breaks: "conversions to f16, bf16 and fp8 round ties away from zero instead of to even, in every narrow format at once (the golden model too): every result moves by at most one ulp, which every tolerance admits"},
 	{Name: fp.GraphAttrValuesUnchecked, Layer: LayerGraph, Hook: "engine/graph/registry.go InferNodeIn", Ops: []string{"gelu"},
 		Breaks: "the verifier stops checking attribute values against the registry's lists: gelu approx=\"fast\" verifies and fails at lowering with E_INTERNAL"},
+	{Name: fp.DistBucketSlicesReversed, Layer: LayerDist, Hook: "engine/dist/collectives.go (*Comm).AllReduceEach", Ops: []string{"all_reduce"},
+		Breaks: "a bucket's reduced buffers go back in reverse order: each tensor of a data-parallel step gets another tensor's average (or a truncated piece of it), every rank alike, so the ranks agree with each other and the bits repeat"},
+	{Name: fp.DistBucketOnlyFirstReduced, Layer: LayerDist, Hook: "engine/dist/dtensor/exec.go ExecBucket", Ops: []string{"all_reduce"},
+		Breaks: "a mesh program's bucket step hands only its first tensor to the collective: every other weight gradient of a tensor-parallel step stays this rank's own, not summed over dp, and every rank still finishes without an error"},
 }
 
 // Catalogue returns every planted fault, in a fixed order.

@@ -32,8 +32,9 @@ type Suite struct {
 	// OpLabels: the suite labels each spec with its op, so a run can focus on the ops a
 	// fault touches (Options.FocusOps).
 	OpLabels bool `json:"-"`
-	// Args are extra arguments for the suite's binaries.
+	// Args are extra arguments for the suite's binaries, Env extra environment.
 	Args []string `json:"-"`
+	Env  []string `json:"-"`
 }
 
 // suites is every suite the mutation check knows, in the order a fault meets them when a run
@@ -55,6 +56,11 @@ var suites = []Suite{
 		What: "every op against the PyTorch oracle (suites/differential; skips without torch)"},
 	{Name: "smoke", Kind: KindSmoke, Packages: []string{"cmd/tessera-qa"},
 		What: "tessera-qa run --suite smoke: random registry graphs against engine/ref"},
+	// Only the specs that compare data- and tensor-parallel training with one rank: the rest
+	// of the suite runs the CLI, which a failpoints build of the suite does not carry.
+	{Name: "training", Kind: KindGinkgo, Packages: []string{"suites/training"},
+		Args: []string{"-ginkgo.focus=as one rank"}, Env: []string{"TESSERA_QA_BIN=-"},
+		What: "data-parallel and tensor-parallel training against one rank on the whole batch (suites/training)"},
 	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
 		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},
 }

@@ -2,8 +2,10 @@ package dist
 
 import (
 	"context"
+	"slices"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -49,7 +51,12 @@ func (c *Comm) AllReduceEach(ctx context.Context, dt numerics.DType, bufs [][]by
 	if err := c.AllReduce(ctx, dt, joined, joined, op); err != nil {
 		return err
 	}
-	for _, b := range bufs {
+	order := bufs
+	if failpoint.Enabled(failpoint.DistBucketSlicesReversed) {
+		order = slices.Clone(bufs)
+		slices.Reverse(order)
+	}
+	for _, b := range order {
 		joined = joined[copy(b, joined):]
 	}
 	return nil

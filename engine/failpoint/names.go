@@ -48,6 +48,11 @@ const (
 
 	// Graph IR verifier (engine/graph).
 	GraphAttrValuesUnchecked = "graph/verify/attr-values-unchecked"
+
+	// Distributed runtime (engine/dist, the compiler's cut of a rank program into steps):
+	// gradient buckets.
+	DistBucketSlicesReversed   = "dist/bucket/slices-reversed"
+	DistBucketOnlyFirstReduced = "dist/bucket/only-first-reduced"
 )
 
 // Names lists every fault name, in the order above.
@@ -63,6 +68,7 @@ func Names() []string {
 		MovementDecodeEncode,
 		CPUReduceRightToLeft, CPUSoftmaxSumNotRescaled, CPUMMARaggedColumn,
 		NumericsTiesAwayFromZero, GraphAttrValuesUnchecked,
+		DistBucketSlicesReversed, DistBucketOnlyFirstReduced,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
@@ -59,6 +60,9 @@ func ExecBucket(ctx context.Context, g *Groups, ns []*graph.Node, xs []*tensor.T
 		outs[i] = tensor.New(n.Output.Type.DType, n.Output.Type.Shape)
 		copy(outs[i].Data, xs[i].Data)
 		bufs[i] = outs[i].Data
+	}
+	if failpoint.Enabled(failpoint.DistBucketOnlyFirstReduced) {
+		bufs = bufs[:1]
 	}
 	if err := c.AllReduceEach(ctx, first.Output.Type.DType, bufs, op); err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "%s", where())
