@@ -169,7 +169,7 @@ func (s *Scenario) Unavailable(r Run) []string {
 	var out []string
 	for _, in := range s.Faults {
 		if err := in.Fault.Available(r); err != nil {
-			out = append(out, in.ID+": "+err.Error())
+			out = append(out, in.ID+": "+errs.Message(err))
 		}
 	}
 	return out

@@ -65,5 +65,5 @@ func noDevice(name string, err error) error {
 	if errs.CodeOf(err) == errs.NoDevice {
 		return errs.Wrap(errs.NoDevice, err, "backend %s", name)
 	}
-	return &errs.Error{Code: errs.NoDevice, Msg: "backend " + name + " unavailable: " + err.Error(), Err: err}
+	return &errs.Error{Code: errs.NoDevice, Msg: "backend " + name + " unavailable: " + errs.Message(err), Err: err}
 }

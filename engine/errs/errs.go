@@ -5,6 +5,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -41,20 +42,65 @@ type Error struct {
 func (e *Error) Error() string { return string(e.Code) + ": " + oneLine(e.Msg) }
 func (e *Error) Unwrap() error { return e.Err }
 
-// New returns an *Error with a formatted message.
+// New returns an *Error with a formatted message. An argument that is a coded error gives the
+// result its code (the innermost, most specific code wins, as in Wrap) and is formatted without
+// it, so a line never reads "E_INPUT: chaos: E_INPUT: ...".
 func New(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+	var cause error
+	args = slices.Clone(args) // the caller's slice is not ours to edit
+	for i, a := range args {
+		err, ok := a.(error)
+		if !ok {
+			continue
+		}
+		var inner *Error
+		if !errors.As(err, &inner) {
+			continue
+		}
+		if cause == nil {
+			cause, code = err, inner.Code
+		}
+		args[i] = uncoded(err)
+	}
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: cause}
 }
 
 // Wrap attaches a code and context to a cause. A cause that already carries a code keeps it,
 // so the innermost, most specific code wins.
 func Wrap(code Code, err error, format string, args ...any) *Error {
+	e := New(code, format, args...)
 	var inner *Error
 	if errors.As(err, &inner) {
-		code = inner.Code
-		return &Error{Code: code, Msg: fmt.Sprintf(format, args...) + ": " + inner.Msg, Err: err}
+		e.Code = inner.Code
 	}
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...) + ": " + err.Error(), Err: err}
+	e.Msg += ": " + uncoded(err)
+	e.Err = err
+	return e
+}
+
+// Line is err as the one line users see, "E_CODE: what, where", with exactly one code: err's
+// own (CodeOf), at the front, also when a plain fmt.Errorf wrapper put context before it.
+func Line(err error) string {
+	code := CodeOf(err)
+	return string(code) + ": " + oneLine(uncoded(err))
+}
+
+// Message is err's text without its code: for lists of reasons that one coded line will carry.
+func Message(err error) string { return oneLine(uncoded(err)) }
+
+// uncoded is err's text without the code that CodeOf(err) names: an *Error's text starts with
+// it, and a fmt.Errorf("context: %w", coded) wrapper carries it after its context.
+func uncoded(err error) string {
+	var inner *Error
+	if !errors.As(err, &inner) {
+		return err.Error()
+	}
+	text := err.Error()
+	prefix := string(inner.Code) + ": "
+	if i := strings.Index(text, prefix); i >= 0 {
+		return text[:i] + text[i+len(prefix):]
+	}
+	return text
 }
 
 // CodeOf returns the code carried by err, or E_INTERNAL for an uncoded error, "" for nil.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -76,9 +77,16 @@ func (o outcome) errToken(t *testing.T) string {
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "tessera-qa: E_") {
 		t.Fatalf("stderr is not one error line:\n%s", o.stderr)
 	}
-	tok, _, _ := strings.Cut(strings.TrimPrefix(lines[0], "tessera-qa: "), ":")
+	tok, rest, _ := strings.Cut(strings.TrimPrefix(lines[0], "tessera-qa: "), ":")
+	if again := codeInText.FindString(rest); again != "" {
+		t.Fatalf("error line carries a second code %q: %s", again, lines[0])
+	}
 	return tok
 }
+
+// codeInText finds an error code written as a prefix inside a message: a wrapped error that
+// kept its code when it was formatted into another one.
+var codeInText = regexp.MustCompile(`\bE_[A-Z_]+: `)
 
 func (o outcome) want(t *testing.T, code int, token string) {
 	t.Helper()
@@ -143,6 +151,30 @@ func TestUsageErrorsAreOneLineExit2(t *testing.T) {
 			}
 			if o.stdout != "" {
 				t.Errorf("usage error printed on stdout:\n%s", o.stdout)
+			}
+		})
+	}
+}
+
+// A coded error formatted into another keeps one code, the innermost: the outside run saw
+// "E_INPUT: E_INPUT: chaos: ..." and "E_INPUT: --mesh: E_PARSE: ...".
+func TestWrappedErrorsPrintOneCode(t *testing.T) {
+	g := exampleGraph(t)
+	for _, tc := range []struct {
+		args []string
+		code string
+		text string
+	}{
+		{[]string{"chaos", "--kill-rank", "7", "--world", "3"}, "E_INPUT", "E_INPUT: chaos: rank/kill: rank 7 outside world 3"},
+		{[]string{"train", "--mesh", "foo"}, "E_PARSE", "E_PARSE: --mesh: mesh \"foo\""},
+		{[]string{"compile", "--mesh", "foo", g}, "E_PARSE", "E_PARSE: mesh \"foo\""},
+		{[]string{"chaos", "--faults", "bogus/x"}, "E_INPUT", "E_INPUT: chaos: unknown fault \"bogus/x\""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o := cli(t, tc.args...)
+			o.want(t, ExitUsage, tc.code)
+			if !strings.Contains(o.stderr, tc.text) {
+				t.Errorf("stderr %q does not contain %q", o.stderr, tc.text)
 			}
 		})
 	}

@@ -57,11 +57,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 }
 
 func printErr(w io.Writer, err error) {
-	msg := err.Error()
-	if errs.CodeOf(err) == errs.Internal && !strings.HasPrefix(msg, string(errs.Internal)) {
-		msg = string(errs.Internal) + ": " + msg
-	}
-	fmt.Fprintln(w, "tessera-qa: "+oneLine(msg))
+	fmt.Fprintln(w, "tessera-qa: "+errs.Line(err))
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -115,6 +111,6 @@ func verb(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command,
 
 // usage is an error in how a verb was called that cobra itself cannot see.
 func usage(cmd *cobra.Command, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	return &exitError{code: ExitUsage, err: errs.New(errs.Input, "%s (see %s --help)", msg, cmd.CommandPath())}
+	err := errs.New(errs.Input, format+" (see %s --help)", append(args, cmd.CommandPath())...)
+	return &exitError{code: ExitUsage, err: err}
 }
