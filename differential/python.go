@@ -1,9 +1,13 @@
 package differential
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+
+	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
 // PythonEnv is the environment variable naming the interpreter the oracles run under.
@@ -45,4 +49,21 @@ func candidates(flag string) []candidate {
 	}
 	add(systemPython)
 	return out
+}
+
+// Interpreter returns the first candidate interpreter (flag, $TESSERA_QA_PYTHON, python3 on
+// PATH, /usr/bin/python3) that imports every module, for checks that run a script of their own
+// instead of the oracle's protocol. None: E_NO_DEVICE listing each one tried and why.
+func Interpreter(flag string, modules ...string) (string, error) {
+	var tried []string
+	for _, c := range candidates(flag) {
+		out, err := exec.Command(c.path, "-c", "import "+strings.Join(modules, ", ")).CombinedOutput()
+		if err == nil {
+			return c.path, nil
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		tried = append(tried, fmt.Sprintf("%s: %v: %s", c.path, err, lines[len(lines)-1]))
+	}
+	return "", errs.New(errs.NoDevice, "no interpreter imports %s (%s); install python3-torch (ci/setup.d/20-torch.sh), or name one with $%s",
+		strings.Join(modules, ", "), strings.Join(tried, "; "), PythonEnv)
 }

@@ -17,10 +17,11 @@ const (
 	LayerNumerics Layer = "numerics" // engine/numerics: the conversions every layer shares
 	LayerGraph    Layer = "graph"    // engine/graph: the op registry and the verifier
 	LayerDist     Layer = "dist"     // engine/dist and the compiler's cut of rank programs: collectives
+	LayerOptim    Layer = "optim"    // engine/optim: the optimizers' update rules
 )
 
 // Layers lists every layer, in catalogue order.
-var Layers = []Layer{LayerCompiler, LayerCPU, LayerNumerics, LayerGraph, LayerDist}
+var Layers = []Layer{LayerCompiler, LayerCPU, LayerNumerics, LayerGraph, LayerDist, LayerOptim}
 
 // Fault is one planted bug. Every field is required: a zero field is a catalogue error
 // (TestCatalogueIsComplete).
@@ -34,6 +35,10 @@ type Fault struct {
 	Breaks string `json:"breaks"`
 	// Ops lists the graph ops whose results the fault can change.
 	Ops []string `json:"ops"`
+	// First (optional) names the suites written to catch the fault: a run that stops at the
+	// first catch tries them before the others, so a fault that only one late suite can see
+	// does not pay for every earlier one.
+	First []string `json:"first,omitempty"`
 }
 
 var (
@@ -114,7 +119,23 @@ var catalogue = []Fault{
 		Breaks: "a bucket's reduced buffers go back in reverse order: each tensor of a data-parallel step gets another tensor's average (or a truncated piece of it), every rank alike, so the ranks agree with each other and the bits repeat"},
 	{Name: fp.DistBucketOnlyFirstReduced, Layer: LayerDist, Hook: "engine/dist/dtensor/exec.go ExecBucket", Ops: []string{"all_reduce"},
 		Breaks: "a mesh program's bucket step hands only its first tensor to the collective: every other weight gradient of a tensor-parallel step stays this rank's own, not summed over dp, and every rank still finishes without an error"},
+
+	// Optimizer update rules: every rank and rerun shares them, so only a reference of the
+	// rule itself (package optimizers, run by suites/training) sees them.
+	{Name: fp.OptimSGDNesterovIgnored, Layer: LayerOptim, Hook: "engine/optim/sgd.go (SGD).ub", Ops: optimOps, First: []string{"training"},
+		Breaks: "SGD with nesterov=True steps along the momentum buffer as plain momentum does, instead of grad + momentum*buf: training still converges, a little differently"},
+	{Name: fp.OptimSGDFirstStepDampened, Layer: LayerOptim, Hook: "engine/optim/sgd.go (SGD).ub", Ops: optimOps, First: []string{"training"},
+		Breaks: "SGD's momentum buffer starts as (1-dampening)*grad on the first step instead of torch's copy of the grad: only configurations with dampening differ, and only in how the first steps weigh"},
+	{Name: fp.OptimAdamWBiasCorrection2Off, Layer: LayerOptim, Hook: "engine/optim/adamw.go (AdamW).scalars", Ops: optimOps, First: []string{"training"},
+		Breaks: "AdamW divides sqrt(exp_avg_sq) by 1 instead of sqrt(1-beta2^t): early steps are about sqrt(1-beta2^t) times too small, and the difference fades as t grows"},
+	{Name: fp.OptimAdamWDecayCoupled, Layer: LayerOptim, Hook: "engine/optim/adamw.go (AdamW).ub", Ops: optimOps, First: []string{"training"},
+		Breaks: "AdamW's weight decay is added to the gradient (Adam's L2 penalty, normalised by the second moment) instead of shrinking the param by 1-lr*wd: the decoupling AdamW exists for is gone"},
+	{Name: fp.OptimAdamWEpsBeforeBC2, Layer: LayerOptim, Hook: "engine/optim/adamw.go (AdamW).ub", Ops: optimOps, First: []string{"training"},
+		Breaks: "AdamW's denominator is (sqrt(v)+eps)/sqrt(1-beta2^t) instead of sqrt(v)/sqrt(1-beta2^t)+eps: eps is scaled by the bias correction, visible where v is near zero"},
 }
+
+// optimOps are the ops of an optimizer's update graph.
+var optimOps = []string{"mul", "add", "div", "sqrt", "cast"}
 
 // Catalogue returns every planted fault, in a fixed order.
 func Catalogue() []Fault {

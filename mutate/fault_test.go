@@ -29,6 +29,11 @@ func TestCatalogueIsComplete(t *testing.T) {
 		if f.Hook == "" || len(f.Breaks) < 40 || len(f.Ops) == 0 {
 			t.Errorf("%s: hook %q, breaks %q, ops %v: every field is required", f.Name, f.Hook, f.Breaks, f.Ops)
 		}
+		for _, s := range f.First {
+			if !slices.Contains(SuiteNames(), s) {
+				t.Errorf("%s: first suite %q is not a suite (have %v)", f.Name, s, SuiteNames())
+			}
+		}
 		for _, op := range f.Ops {
 			if _, ok := graph.Lookup(op); !ok {
 				t.Errorf("%s: op %q is not in the registry", f.Name, op)

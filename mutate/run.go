@@ -316,7 +316,7 @@ func (r *runner) faults(ctx context.Context, faults []Fault) {
 		}
 		if r.opts.StopAtFirstCatch {
 			tasks = append(tasks, func() {
-				for j := range r.rep.Suites {
+				for _, j := range firstSuitesFirst(r.rep.Suites, f.First) {
 					if cell(j) {
 						return
 					}
@@ -356,4 +356,18 @@ func runTasks(tasks []func(), n int) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// firstSuitesFirst is the order a fault meets the suites in a run that stops at its first
+// catch: the suites it names in First, then the others, each group in the run's order.
+func firstSuitesFirst(suites []SuiteReport, first []string) []int {
+	var head, tail []int
+	for j, s := range suites {
+		if slices.Contains(first, s.Name) {
+			head = append(head, j)
+		} else {
+			tail = append(tail, j)
+		}
+	}
+	return append(head, tail...)
 }

@@ -59,8 +59,8 @@ var suites = []Suite{
 	// Only the specs that compare data- and tensor-parallel training with one rank: the rest
 	// of the suite runs the CLI, which a failpoints build of the suite does not carry.
 	{Name: "training", Kind: KindGinkgo, Packages: []string{"suites/training"},
-		Args: []string{"-ginkgo.focus=as one rank"}, Env: []string{"TESSERA_QA_BIN=-"},
-		What: "data-parallel and tensor-parallel training against one rank on the whole batch (suites/training)"},
+		Args: []string{"-ginkgo.focus=as one rank|as torch.optim"}, Env: []string{"TESSERA_QA_BIN=-"},
+		What: "data-parallel and tensor-parallel training against one rank on the whole batch, every optimizer configuration against torch.optim's algorithm (suites/training)"},
 	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
 		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},
 }

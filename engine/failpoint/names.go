@@ -55,6 +55,15 @@ const (
 	DistBucketOnlyFirstReduced = "dist/bucket/only-first-reduced"
 )
 
+// Optimizer update rules (engine/optim): each changes one step of torch.optim's algorithm.
+const (
+	OptimSGDNesterovIgnored      = "optim/sgd/nesterov-ignored"
+	OptimSGDFirstStepDampened    = "optim/sgd/first-step-dampened"
+	OptimAdamWBiasCorrection2Off = "optim/adamw/bias-correction2-dropped"
+	OptimAdamWDecayCoupled       = "optim/adamw/weight-decay-coupled"
+	OptimAdamWEpsBeforeBC2       = "optim/adamw/eps-before-bias-correction"
+)
+
 // Names lists every fault name, in the order above.
 func Names() []string {
 	return []string{
@@ -69,6 +78,7 @@ func Names() []string {
 		CPUReduceRightToLeft, CPUSoftmaxSumNotRescaled, CPUMMARaggedColumn,
 		NumericsTiesAwayFromZero, GraphAttrValuesUnchecked,
 		DistBucketSlicesReversed, DistBucketOnlyFirstReduced,
+		OptimSGDNesterovIgnored, OptimSGDFirstStepDampened, OptimAdamWBiasCorrection2Off, OptimAdamWDecayCoupled, OptimAdamWEpsBeforeBC2,
 	}
 }
 

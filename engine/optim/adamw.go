@@ -5,6 +5,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
@@ -72,7 +73,10 @@ func (o AdamW) ub(dt numerics.DType, shape []int) *ub {
 	g := u.cast(u.tensorIn(inGrad, dt), u.cd)
 	m := u.tensorIn(BufExpAvg, u.cd)
 	v := u.tensorIn(BufExpAvgSq, u.cd)
-	if o.WeightDecay != 0 {
+	switch {
+	case o.WeightDecay != 0 && failpoint.Enabled(failpoint.OptimAdamWDecayCoupled):
+		g = u.fma(p, u.scalar("weight_decay"), g) // Adam's L2 penalty, not AdamW's decay
+	case o.WeightDecay != 0:
 		p = u.mul(p, u.scalar("decay")) // param.mul_(1 - lr*weight_decay)
 	}
 	// exp_avg.mul_(beta1).add_(grad, alpha=1-beta1)
@@ -83,6 +87,9 @@ func (o AdamW) ub(dt numerics.DType, shape []int) *ub {
 	u.output(BufExpAvgSq, v)
 	// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
 	den := u.add(u.div(u.op("sqrt", v), u.scalar("bias_correction2_sqrt")), u.scalar("eps"))
+	if failpoint.Enabled(failpoint.OptimAdamWEpsBeforeBC2) {
+		den = u.div(u.add(u.op("sqrt", v), u.scalar("eps")), u.scalar("bias_correction2_sqrt"))
+	}
 	// param.addcdiv_(exp_avg, denom, value=-step_size): p + (value*m)/denom
 	u.output(inParam, u.add(p, u.div(u.mul(m, u.scalar("neg_step_size")), den)))
 	return u
@@ -99,7 +106,8 @@ func (o AdamW) scalars(t int) map[string]float64 {
 		"beta2":                 o.Beta2,
 		"one_minus_beta1":       1 - o.Beta1,
 		"one_minus_beta2":       1 - o.Beta2,
-		"bias_correction2_sqrt": math.Sqrt(bc2),
+		"bias_correction2_sqrt": failpoint.Pick(failpoint.OptimAdamWBiasCorrection2Off, math.Sqrt(bc2), 1),
+		"weight_decay":          o.WeightDecay, // only a planted fault's graph reads it
 		"eps":                   o.Eps,
 		"neg_step_size":         -(o.LR / bc1),
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
@@ -73,8 +74,11 @@ func (o SGD) ub(dt numerics.DType, shape []int, first bool) *ub {
 		var buf *graph.Value
 		if first && o.Momentum != 0 {
 			buf = d // torch.clone(d_p)
-			if d != gin {
-				u.output(BufMomentum, d)
+			if failpoint.Enabled(failpoint.OptimSGDFirstStepDampened) {
+				buf = u.mul(d, u.scalar("one_minus_dampening"))
+			}
+			if buf != gin {
+				u.output(BufMomentum, buf)
 			}
 		} else {
 			x := u.mul(u.tensorIn(BufMomentum, u.cd), u.scalar("momentum"))
@@ -85,7 +89,7 @@ func (o SGD) ub(dt numerics.DType, shape []int, first bool) *ub {
 			}
 			u.output(BufMomentum, buf)
 		}
-		if o.Nesterov {
+		if o.Nesterov && !failpoint.Enabled(failpoint.OptimSGDNesterovIgnored) {
 			d = u.fma(buf, u.scalar("momentum"), d) // d_p.add(buf, alpha=momentum)
 		} else {
 			d = buf

@@ -1,4 +1,4 @@
-"""Runs torch.optim step by step for engine/optim's tests.
+"""Runs torch.optim step by step for package optimizers (CheckTorch).
 
 Usage: torch_optim.py CASES.json
 
