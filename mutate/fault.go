@@ -120,6 +120,17 @@ var catalogue = []Fault{
 	{Name: fp.DistBucketOnlyFirstReduced, Layer: LayerDist, Hook: "engine/dist/dtensor/exec.go ExecBucket", Ops: []string{"all_reduce"},
 		Breaks: "a mesh program's bucket step hands only its first tensor to the collective: every other weight gradient of a tensor-parallel step stays this rank's own, not summed over dp, and every rank still finishes without an error"},
 
+	// Frame checks: each drops the receiver's check of one header field; only a frame wrong
+	// in that field alone (collectives/framefaults) shows it.
+	{Name: fp.DistFrameSeqUnchecked, Layer: LayerDist, Hook: "engine/dist/frame.go (Expect).Check", Ops: []string{"all_gather"}, First: []string{"frames"},
+		Breaks: "the receiver no longer compares a frame's call sequence number: a replayed frame of the previous all_gather is taken as this call's data"},
+	{Name: fp.DistFramePartUnchecked, Layer: LayerDist, Hook: "engine/dist/frame.go (Expect).Check", Ops: []string{"all_reduce"}, First: []string{"frames"},
+		Breaks: "the receiver no longer compares a frame's part: two pipeline segments of equal size swapped in transit are reduced into each other's place (the silent corruption the part field was added for)"},
+	{Name: fp.DistFrameDTypeUnchecked, Layer: LayerDist, Hook: "engine/dist/frame.go (Expect).Check", Ops: []string{"all_gather"}, First: []string{"frames"},
+		Breaks: "the receiver no longer compares a frame's dtype: int32 bytes labelled as such are taken as f32 data whenever the sizes agree"},
+	{Name: fp.DistFrameCRCUnchecked, Layer: LayerDist, Hook: "engine/dist/frame.go (Expect).Check", Ops: []string{"all_gather"}, First: []string{"frames"},
+		Breaks: "the receiver no longer verifies the payload's CRC32C: a bit flipped in transit becomes data"},
+
 	// Optimizer update rules: every rank and rerun shares them, so only a reference of the
 	// rule itself (package optimizers, run by suites/training) sees them.
 	{Name: fp.OptimSGDNesterovIgnored, Layer: LayerOptim, Hook: "engine/optim/sgd.go (SGD).ub", Ops: optimOps, First: []string{"training"},

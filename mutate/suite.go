@@ -61,6 +61,10 @@ var suites = []Suite{
 	{Name: "training", Kind: KindGinkgo, Packages: []string{"suites/training"},
 		Args: []string{"-ginkgo.focus=as one rank|as torch.optim"}, Env: []string{"TESSERA_QA_BIN=-"},
 		What: "data-parallel and tensor-parallel training against one rank on the whole batch, every optimizer configuration against torch.optim's algorithm (suites/training)"},
+	// Only the frame-field specs: the rest of the suite runs the CLI.
+	{Name: "frames", Kind: KindGinkgo, Packages: []string{"suites/collectives"},
+		Args: []string{"-ginkgo.focus=header field"}, Env: []string{"TESSERA_QA_BIN=-"},
+		What: "a frame wrong in one header field, refused naming the field, on inproc and tcp (suites/collectives)"},
 	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
 		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},
 }

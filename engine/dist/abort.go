@@ -30,8 +30,8 @@ func (e abortErr) Unwrap() error { return e.err }
 func (cl *call) aborted(f *Frame) error {
 	msg := string(f.Payload)
 	code := errs.Internal
-	if c, _, ok := strings.Cut(msg, ":"); ok && strings.HasPrefix(c, "E_") {
-		code = errs.Code(c)
+	if c, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(c, "E_") {
+		code, msg = errs.Code(c), rest // the line keeps one code: the peer's
 	}
 	return abortErr{err: errs.New(code, "%s: rank %d gave up: %s", cl.where(), f.Src, msg)}
 }

@@ -2,6 +2,7 @@ package dist
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -193,7 +194,7 @@ func (c *Comm) Broadcast(ctx context.Context, dt numerics.DType, send, recv []by
 		return err
 	}
 	if int(f.Aux) != root {
-		return errs.New(errs.Desync, "%s: rank %d broadcast as root %d, this rank expected root %d", cl.where(), cl.c.ranks[root], f.Aux, root)
+		return cl.desync(root, "aux", fmt.Sprintf("root %d", f.Aux), fmt.Sprintf("root %d", root), "the ranks called broadcast with different roots")
 	}
 	copy(recv, f.Payload)
 	c.recycle(f)
@@ -251,7 +252,7 @@ func (c *Comm) Send(ctx context.Context, dt numerics.DType, buf []byte, peer int
 	cctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	cl := &call{c: c, ctx: cctx, op: OpSend, dt: dt, seq: c.nextP2P(c.p2pSend, peer)}
-	return cl.sendSeq(peer, OpSend, 0, cl.seq, buf, Checksum(buf))
+	return cl.sendSeq(peer, OpSend, 0, cl.seq, 0, buf, Checksum(buf))
 }
 
 // Recv receives into buf the next message from communicator rank peer.
@@ -266,7 +267,7 @@ func (c *Comm) Recv(ctx context.Context, dt numerics.DType, buf []byte, peer int
 	cctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	cl := &call{c: c, ctx: cctx, op: OpSend, dt: dt, seq: c.nextP2P(c.p2pRecv, peer)}
-	f, err := cl.recvSeq(peer, OpSend, cl.seq, count)
+	f, err := cl.recvSeq(peer, OpSend, cl.seq, 0, count)
 	if err != nil {
 		return err
 	}

@@ -165,19 +165,20 @@ func (cl *call) where() string {
 
 // send ships payload to communicator rank peer with the call's header.
 func (cl *call) send(peer int, op Op, aux uint32, payload []byte) error {
-	return cl.sendSeq(peer, op, aux, cl.seq, payload, Checksum(payload))
+	return cl.sendSeq(peer, op, aux, cl.seq, 0, payload, Checksum(payload))
 }
 
 // sendSum is send with the payload's checksum already known: a buffer that goes to every peer
 // is checksummed once, not once per peer.
 func (cl *call) sendSum(peer int, op Op, aux uint32, payload []byte, crc uint32) error {
-	return cl.sendSeq(peer, op, aux, cl.seq, payload, crc)
+	return cl.sendSeq(peer, op, aux, cl.seq, 0, payload, crc)
 }
 
-func (cl *call) sendSeq(peer int, op Op, aux uint32, seq uint64, payload []byte, crc uint32) error {
+// sendSeq sends one frame: part is its place among the frames this call sends peer under op.
+func (cl *call) sendSeq(peer int, op Op, aux uint32, seq uint64, part uint32, payload []byte, crc uint32) error {
 	f := &Frame{Header: Header{Comm: cl.c.opts.ID, Seq: seq, Op: op, Red: cl.red, DType: cl.dt,
 		Src: uint16(cl.c.ranks[cl.c.me]), Aux: aux, Count: uint64(len(payload) / cl.dt.Size()),
-		CRC: crc}, Payload: payload}
+		CRC: crc, Part: part}, Payload: payload}
 	if err := cl.c.t.Send(cl.ctx, cl.c.ranks[peer], f); err != nil {
 		return cl.commErr(err, peer, "sending to")
 	}
@@ -188,10 +189,13 @@ func (cl *call) sendSeq(peer int, op Op, aux uint32, seq uint64, payload []byte,
 // this call expects: anything else is E_DESYNC, so a wrong frame can never become data.
 // wantCount < 0 accepts any count (the caller checks it against Aux).
 func (cl *call) recv(peer int, op Op, wantCount int) (*Frame, error) {
-	return cl.recvSeq(peer, op, cl.seq, wantCount)
+	return cl.recvSeq(peer, op, cl.seq, 0, wantCount)
 }
 
-func (cl *call) recvSeq(peer int, op Op, seq uint64, wantCount int) (*Frame, error) {
+// recvSeq receives the frame at place part of the call seq's stream from peer under op, and
+// checks every field of its header (Expect.Check), so the E_DESYNC names the field that is
+// wrong and what the difference suggests happened.
+func (cl *call) recvSeq(peer int, op Op, seq uint64, part uint32, wantCount int) (*Frame, error) {
 	f, err := cl.c.t.Recv(cl.ctx, cl.c.opts.ID, cl.c.ranks[peer])
 	if err != nil {
 		return nil, cl.commErr(err, peer, "waiting for")
@@ -200,19 +204,16 @@ func (cl *call) recvSeq(peer int, op Op, seq uint64, wantCount int) (*Frame, err
 	if h.Op == OpAbort {
 		return nil, cl.aborted(f)
 	}
-	want := Header{Comm: cl.c.opts.ID, Seq: seq, Op: op, Red: cl.red, DType: cl.dt, Src: uint16(cl.c.ranks[peer])}
-	if h.Comm != want.Comm || h.Seq != want.Seq || h.Op != want.Op || h.Red != want.Red || h.DType != want.DType || h.Src != want.Src ||
-		(wantCount >= 0 && h.Count != uint64(wantCount)) {
-		return nil, errs.New(errs.Desync, "%s: rank %d sent [%s], this rank expected [%s %s #%d %s count=%s]: the ranks called different collectives or arguments",
-			cl.where(), cl.c.ranks[peer], h, op, "seq", seq, cl.dt, countStr(wantCount))
-	}
-	if n, err := h.PayloadLen(); err != nil || n != len(f.Payload) {
-		return nil, errs.New(errs.Desync, "%s: frame from rank %d announces %d elements but carries %d bytes", cl.where(), cl.c.ranks[peer], h.Count, len(f.Payload))
-	}
-	if got := Checksum(f.Payload); got != h.CRC {
-		return nil, errs.New(errs.Desync, "%s: payload from rank %d fails its checksum (crc32c %08x, header says %08x): corrupted in transit, discarded", cl.where(), cl.c.ranks[peer], got, h.CRC)
+	want := Expect{Comm: cl.c.opts.ID, Src: uint16(cl.c.ranks[peer]), Seq: seq, Op: op, Red: cl.red, DType: cl.dt, Part: part, Count: wantCount}
+	if fe := want.Check(f); fe != nil {
+		return nil, DesyncError(cl.where(), cl.c.ranks[peer], fe)
 	}
 	return f, nil
+}
+
+// desync is the E_DESYNC for one field of a frame from communicator rank peer.
+func (cl *call) desync(peer int, field, got, want, why string) error {
+	return DesyncError(cl.where(), cl.c.ranks[peer], &FieldError{Field: field, Got: got, Want: want, Why: why})
 }
 
 func countStr(n int) string {

@@ -2,10 +2,12 @@ package dist
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -73,7 +75,7 @@ const HeaderSize = 48
 
 const (
 	frameMagic   = 0x54514644 // "TQFD"
-	frameVersion = 1
+	frameVersion = 2          // 2: Part, the frame's place in its stream
 )
 
 // Header travels in front of every payload. Every field is checked by the receiving
@@ -88,6 +90,10 @@ type Header struct {
 	Aux   uint32         // op-specific: root for broadcast, number of contributions for reductions
 	Count uint64         // elements in the payload
 	CRC   uint32         // CRC32C (Castagnoli) of the payload
+	// Part is the frame's place among the frames one call sends one peer under one op: the
+	// segment of a pipelined reduction, 0 where a call sends one frame. Without it two
+	// segments of equal size swapped in transit were each a valid frame, and became data.
+	Part uint32
 }
 
 // Frame is one message: a header and its payload (Count*DType.Size() bytes).
@@ -132,7 +138,7 @@ func (h *Header) MarshalHeader(b []byte) {
 	le.PutUint64(b[24:], h.Count)
 	le.PutUint32(b[32:], h.Aux)
 	le.PutUint32(b[36:], h.CRC)
-	le.PutUint64(b[40:], 0)
+	le.PutUint32(b[40:], h.Part)
 	// The header checks itself: a flipped bit in a length must not be trusted.
 	le.PutUint32(b[44:], crc32.Checksum(b[:44], castagnoli))
 }
@@ -160,6 +166,7 @@ func UnmarshalHeader(b []byte) (Header, error) {
 	h.Count = le.Uint64(b[24:])
 	h.Aux = le.Uint32(b[32:])
 	h.CRC = le.Uint32(b[36:])
+	h.Part = le.Uint32(b[40:])
 	if h.Op == OpInvalid || h.Op >= opLimit || h.Red >= redLimit {
 		return h, errs.New(errs.Desync, "frame header: unknown op %d or reduction %d", b[5], b[6])
 	}
@@ -170,5 +177,91 @@ func UnmarshalHeader(b []byte) (Header, error) {
 }
 
 func (h Header) String() string {
-	return fmt.Sprintf("%s #%d comm=%d src=%d %s count=%d red=%s aux=%d", h.Op, h.Seq, h.Comm, h.Src, h.DType, h.Count, h.Red, h.Aux)
+	return fmt.Sprintf("%s #%d comm=%d src=%d %s count=%d red=%s aux=%d part=%d", h.Op, h.Seq, h.Comm, h.Src, h.DType, h.Count, h.Red, h.Aux, h.Part)
+}
+
+// FieldError is the cause of an E_DESYNC that a receiver raised because one field of a frame
+// was not what the call expects: which field, what came, what was expected, and what the
+// difference suggests happened.
+type FieldError struct {
+	Field     string // comm, src, seq, op, red, dtype, part, aux, count, length, crc
+	Got, Want string
+	Why       string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("header field %s is %s, expected %s: %s", e.Field, e.Got, e.Want, e.Why)
+}
+
+// DesyncField is the frame field an E_DESYNC names, or "" when err names none.
+func DesyncField(err error) string {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.Field
+	}
+	return ""
+}
+
+// DesyncError is the E_DESYNC a receiver raises for fe, found in a frame from rank from; where
+// says which rank and call received it.
+func DesyncError(where string, from int, fe *FieldError) error {
+	return &errs.Error{Code: errs.Desync, Err: fe, Msg: fmt.Sprintf("%s: frame from rank %d: %s", where, from, fe)}
+}
+
+// Expect is what a receiver expects of the next frame on a link. Every transport's receivers
+// check frames through it, so each field is checked in one place and named the same way.
+type Expect struct {
+	Comm  uint32
+	Src   uint16
+	Seq   uint64
+	Op    Op
+	Red   RedOp
+	DType numerics.DType
+	Part  uint32
+	Aux   uint32
+	// CheckAux: Aux must equal Aux (a phase, a root); otherwise the caller checks it.
+	CheckAux bool
+	// Count < 0 accepts any count.
+	Count int
+}
+
+// Check compares f with e one field at a time, in the order that names the likeliest cause
+// first (a frame of another call is a seq error, not an op error), then the payload's length
+// and checksum. nil: f is the frame expected.
+func (e Expect) Check(f *Frame) *FieldError {
+	h := f.Header
+	bad := func(field string, got, want any, why string) *FieldError {
+		return &FieldError{Field: field, Got: fmt.Sprint(got), Want: fmt.Sprint(want), Why: why}
+	}
+	switch {
+	case h.Comm != e.Comm:
+		return bad("comm", h.Comm, e.Comm, "a frame of another communicator was delivered to this one")
+	case h.Src != e.Src:
+		return bad("src", h.Src, e.Src, "the frame names another sender than the one it came from")
+	case h.Seq < e.Seq && !failpoint.Enabled(failpoint.DistFrameSeqUnchecked):
+		return bad("seq", h.Seq, e.Seq, "a frame of an earlier call: duplicated or replayed")
+	case h.Seq > e.Seq && !failpoint.Enabled(failpoint.DistFrameSeqUnchecked):
+		return bad("seq", h.Seq, e.Seq, "a frame of a later call: a frame of this one was lost, or the ranks made different numbers of calls")
+	case h.Op != e.Op:
+		return bad("op", h.Op, e.Op, "the ranks called different collectives")
+	case h.Red != e.Red:
+		return bad("red", h.Red, e.Red, "the ranks called with different reductions")
+	case h.DType != e.DType && !failpoint.Enabled(failpoint.DistFrameDTypeUnchecked):
+		return bad("dtype", h.DType, e.DType, "the ranks called with different dtypes")
+	case h.Part < e.Part && !failpoint.Enabled(failpoint.DistFramePartUnchecked):
+		return bad("part", h.Part, e.Part, "a part this call already had: duplicated, replayed or reordered")
+	case h.Part > e.Part && !failpoint.Enabled(failpoint.DistFramePartUnchecked):
+		return bad("part", h.Part, e.Part, "a later part: reordered, or one was lost")
+	case e.CheckAux && h.Aux != e.Aux:
+		return bad("aux", h.Aux, e.Aux, "the ranks are in different phases or called with different roots")
+	case e.Count >= 0 && h.Count != uint64(e.Count):
+		return bad("count", h.Count, e.Count, "the ranks called with different counts")
+	}
+	if n, err := h.PayloadLen(); err != nil || n != len(f.Payload) {
+		return bad("length", len(f.Payload), fmt.Sprintf("%d (%d elements)", n, h.Count), "the payload is not as long as its header says")
+	}
+	if got := Checksum(f.Payload); got != h.CRC && !failpoint.Enabled(failpoint.DistFrameCRCUnchecked) {
+		return bad("crc", fmt.Sprintf("%08x", got), fmt.Sprintf("%08x", h.CRC), "the payload was corrupted in transit and is discarded")
+	}
+	return nil
 }

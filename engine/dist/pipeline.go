@@ -3,6 +3,7 @@ package dist
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -69,7 +70,8 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 		fns = append(fns, func(cl *call) error { // to p: its chunk's segments, then ours reduced
 			for k := range segments(phi-plo, per) {
 				a, b := seg(phi-plo, k)
-				if err := cl.send(p, opA, uint32(len(parts)), gatherChunks(parts, (plo+a)*size, (plo+b)*size)); err != nil {
+				payload := gatherChunks(parts, (plo+a)*size, (plo+b)*size)
+				if err := cl.sendSeq(p, opA, uint32(len(parts)), cl.seq, uint32(k), payload, Checksum(payload)); err != nil {
 					return err
 				}
 			}
@@ -83,22 +85,22 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 					return cl.commErr(cl.ctx.Err(), p, "sending to")
 				}
 				a, b := seg(hi-lo, k)
-				if err := cl.sendSum(p, opB, 0, mine[a*size:b*size], sums[k]); err != nil {
+				if err := cl.sendSeq(p, opB, 0, cl.seq, uint32(k), mine[a*size:b*size], sums[k]); err != nil {
 					return err
 				}
 			}
 			return nil
 		}, func(cl *call) error { // from p: its contributions to our segments, then its chunk
 			for k := range nseg {
-				f, err := cl.recv(p, opA, -1)
+				f, err := cl.recvSeq(p, opA, cl.seq, uint32(k), -1)
 				if err != nil {
 					return err
 				}
 				a, b := seg(hi-lo, k)
 				m, w := int(f.Aux), b-a
 				if m < 1 || int(f.Count) != m*w {
-					return errs.New(errs.Desync, "%s: rank %d sent %d elements as %d contributions for a segment of %d elements: the ranks called with different counts",
-						cl.where(), cl.c.ranks[p], f.Count, m, w)
+					return cl.desync(p, "count", fmt.Sprintf("%d elements as %d contributions", f.Count, m), fmt.Sprintf("a multiple of the segment's %d elements", w),
+						"the ranks called with different counts")
 				}
 				contrib := make([][]byte, m)
 				for i := range contrib {
@@ -118,7 +120,7 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 			}
 			for k := range segments(phi-plo, per) {
 				a, b := seg(phi-plo, k)
-				f, err := cl.recv(p, opB, b-a)
+				f, err := cl.recvSeq(p, opB, cl.seq, uint32(k), b-a)
 				if err != nil {
 					return err
 				}

@@ -55,6 +55,15 @@ const (
 	DistBucketOnlyFirstReduced = "dist/bucket/only-first-reduced"
 )
 
+// Frame checks (engine/dist/frame.go Expect.Check): each drops the receiver's check of one
+// header field.
+const (
+	DistFrameSeqUnchecked   = "dist/frame/seq-unchecked"
+	DistFramePartUnchecked  = "dist/frame/part-unchecked"
+	DistFrameDTypeUnchecked = "dist/frame/dtype-unchecked"
+	DistFrameCRCUnchecked   = "dist/frame/checksum-unchecked"
+)
+
 // Optimizer update rules (engine/optim): each changes one step of torch.optim's algorithm.
 const (
 	OptimSGDNesterovIgnored      = "optim/sgd/nesterov-ignored"
@@ -78,6 +87,7 @@ func Names() []string {
 		CPUReduceRightToLeft, CPUSoftmaxSumNotRescaled, CPUMMARaggedColumn,
 		NumericsTiesAwayFromZero, GraphAttrValuesUnchecked,
 		DistBucketSlicesReversed, DistBucketOnlyFirstReduced,
+		DistFrameSeqUnchecked, DistFramePartUnchecked, DistFrameDTypeUnchecked, DistFrameCRCUnchecked,
 		OptimSGDNesterovIgnored, OptimSGDFirstStepDampened, OptimAdamWBiasCorrection2Off, OptimAdamWDecayCoupled, OptimAdamWEpsBeforeBC2,
 	}
 }

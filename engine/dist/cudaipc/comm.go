@@ -358,16 +358,9 @@ func (cl *call) swap(ctx context.Context, p int, phase uint32, payload []byte, g
 	if err != nil {
 		return cl.commErr(err, p, "waiting for")
 	}
-	h := g.Header
-	if h.Comm != c.opts.ID || h.Seq != cl.seq || h.Op != cl.op || h.Aux != phase || h.Src != uint16(p) || h.DType != numerics.I8 {
-		return errs.New(errs.Desync, "%s: rank %d sent [%s] in phase %d, this rank expected [%s #%d phase %d]: the ranks called different operations",
-			cl.where(), p, h, phase, cl.op, cl.seq, phase)
-	}
-	if n, err := h.PayloadLen(); err != nil || n != len(g.Payload) {
-		return errs.New(errs.Desync, "%s: frame from rank %d announces %d bytes but carries %d", cl.where(), p, h.Count, len(g.Payload))
-	}
-	if Checksum := dist.Checksum(g.Payload); Checksum != h.CRC {
-		return errs.New(errs.Desync, "%s: control frame from rank %d fails its checksum: corrupted in transit", cl.where(), p)
+	want := dist.Expect{Comm: c.opts.ID, Src: uint16(p), Seq: cl.seq, Op: cl.op, Red: dist.RedNone, DType: numerics.I8, Aux: phase, CheckAux: true, Count: -1}
+	if fe := want.Check(g); fe != nil {
+		return dist.DesyncError(cl.where()+" control frame", p, fe)
 	}
 	got[p] = g.Payload
 	return nil

@@ -216,12 +216,9 @@ func (c *Comm) recv(ctx context.Context, from int, seq uint64, phase uint32) ([]
 	if err != nil {
 		return nil, c.commErr(err, from, "waiting for")
 	}
-	h := f.Header
-	if h.Seq != seq || h.Aux != phase || h.Op != dist.OpBarrier || h.Src != uint16(from) || h.DType != numerics.I8 || int(h.Count) != len(f.Payload) {
-		return nil, errs.New(errs.Desync, "nccl rank %d: rank %d sent [%s], this rank expected #%d phase %d", c.rank, from, h, seq, phase)
-	}
-	if dist.Checksum(f.Payload) != h.CRC {
-		return nil, errs.New(errs.Desync, "nccl rank %d: control frame from rank %d fails its checksum", c.rank, from)
+	want := dist.Expect{Comm: c.opts.ID, Src: uint16(from), Seq: seq, Op: dist.OpBarrier, Red: dist.RedNone, DType: numerics.I8, Aux: phase, CheckAux: true, Count: -1}
+	if fe := want.Check(f); fe != nil {
+		return nil, dist.DesyncError(fmt.Sprintf("nccl rank %d: control frame", c.rank), from, fe)
 	}
 	return f.Payload, nil
 }
