@@ -290,3 +290,47 @@ func TestCheckMasksAFaultTheAttemptEndedBefore(t *testing.T) {
 		t.Fatalf("%v %+v", r.Violations, r.Faults)
 	}
 }
+
+// A recovery that finishes every step with the fault-free loss bits but ends on parameters one
+// bit away from the fault-free run's (the last hex digit of the digest) is not a recovery.
+func TestCheckCatchesARecoveryWithOtherFinalBits(t *testing.T) {
+	sc, ref := killScenario(), testRef(60)
+	off := *ref
+	d := []byte(ref.Digest)
+	d[len(d)-1] ^= 1
+	off.Digest = string(d)
+	h := goodKill(ref).attempt(1, 3, 30, 60, 10, ref).finish(1, &off)
+	r := check(t, sc, ref, h)
+	wantViolation(t, r, "final parameters "+off.Digest+" differ from the fault-free run's "+ref.Digest)
+	if r.BitsIdentical {
+		t.Errorf("bits identical with digest %s vs %s", off.Digest, ref.Digest)
+	}
+}
+
+// A failure reported with a code the fault does not produce is not its detection: a killed
+// rank must show as E_TIMEOUT_COMM, and a group that says E_NAN_INF instead (and restarts)
+// did not notice what happened. The same history with the right code passes.
+func TestCheckDetectionNeedsTheFaultsCode(t *testing.T) {
+	sc, ref := killScenario(), testRef(60)
+	for _, tc := range []struct {
+		code   string
+		passes bool
+	}{{"E_TIMEOUT_COMM", true}, {"E_NAN_INF", false}, {"E_DESYNC", false}} {
+		h := newHist().attempt(0, 3, 0, 35, 10, ref)
+		h.add(Event{Kind: KindInject, Attempt: 0, Rank: 1, Step: 35, Fault: "f0", Name: "rank/kill"})
+		h.wait(300 * time.Millisecond).add(Event{Kind: KindDetect, Attempt: 0, Rank: 0, Code: tc.code, Detail: "something failed"})
+		h.add(Event{Kind: KindRestart, Attempt: 1, Rank: -1})
+		h.attempt(1, 3, 30, 60, 10, ref).finish(1, ref)
+		r := check(t, sc, ref, h)
+		if tc.passes {
+			if !r.Passed || r.Faults[0].Outcome != "detected" {
+				t.Errorf("%s: a detection with the right code failed: %v %+v", tc.code, r.Violations, r.Faults[0])
+			}
+			continue
+		}
+		wantViolation(t, r, "f0 rank/kill injected at step 35 of attempt 0 (rank 1) was never detected (want E_TIMEOUT_COMM)")
+		if r.Faults[0].Outcome != "NOT DETECTED" {
+			t.Errorf("%s: outcome %q, want NOT DETECTED", tc.code, r.Faults[0].Outcome)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -190,7 +191,7 @@ func (v *verifier) reduced(vals []float64, got uint64) bool {
 	if dt == numerics.F64 {
 		u = math.Ldexp(1, -53)
 	}
-	return math.Abs(g-want) <= t.atol+t.rtol*math.Abs(want)+float64(len(vals)-1)*u*mag
+	return math.Abs(g-want) <= t.atol+t.rtol*failpoint.Pick(failpoint.JudgeCollectivesRtolOfMagnitudes, math.Abs(want), mag)+float64(len(vals)-1)*u*mag
 }
 
 // RoundSum is the correctly rounded (to nearest, ties to even) sum of vals in dtype dt, as a

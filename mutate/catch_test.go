@@ -35,11 +35,13 @@ func needToolchain(t *testing.T) (goTool, root string) {
 // one fault needs it (the running max initialised to 0, which takes extreme logits). To stay within a few minutes, each fault stops at its first catch
 // and the Ginkgo suites run only the specs of the ops it can change; `tessera-qa mutate` runs
 // the full table (docs/mutations.md).
+// The judge layer's faults (the harness's own checkers loosened) run against the judges
+// suite only, the judges' unit tests, and the engine faults never reach it.
 func TestEveryFaultIsCaughtByTheCISuites(t *testing.T) {
 	_, root := needToolchain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Root: root, Suites: []string{"golden", "rewrite", "rounding", "determinism", "engine", "property", "training", "frames"}, StopAtFirstCatch: true, FocusOps: true,
+	rep, err := Run(ctx, Options{Root: root, Suites: []string{"golden", "rewrite", "rounding", "determinism", "engine", "property", "training", "frames", "judges"}, StopAtFirstCatch: true, FocusOps: true,
 		WorkDir: t.TempDir(), Timeout: 4 * time.Minute,
 		Progress: func(e Event) {
 			if e.Outcome != nil {

@@ -20,8 +20,13 @@ const (
 	LayerOptim    Layer = "optim"    // engine/optim: the optimizers' update rules
 )
 
+// LayerJudge is the harness's own judges (chaos, stress, collectives, harness/report): a fault
+// there leaves the engine right and loosens or inverts one verdict, so only the judges' unit
+// tests (suites with Suite.Judges) run against it.
+const LayerJudge Layer = "judge"
+
 // Layers lists every layer, in catalogue order.
-var Layers = []Layer{LayerCompiler, LayerCPU, LayerNumerics, LayerGraph, LayerDist, LayerOptim}
+var Layers = []Layer{LayerCompiler, LayerCPU, LayerNumerics, LayerGraph, LayerDist, LayerOptim, LayerJudge}
 
 // Fault is one planted bug. Every field is required: a zero field is a catalogue error
 // (TestCatalogueIsComplete).
@@ -33,7 +38,7 @@ type Fault struct {
 	Hook string `json:"hook"`
 	// Breaks says what goes wrong, in terms a reader of the code recognises.
 	Breaks string `json:"breaks"`
-	// Ops lists the graph ops whose results the fault can change.
+	// Ops lists the graph ops whose results the fault can change (none for a judge fault).
 	Ops []string `json:"ops"`
 	// First (optional) names the suites written to catch the fault: a run that stops at the
 	// first catch tries them before the others, so a fault that only one late suite can see
@@ -150,7 +155,7 @@ var optimOps = []string{"mul", "add", "div", "sqrt", "cast"}
 
 // Catalogue returns every planted fault, in a fixed order.
 func Catalogue() []Fault {
-	out := slices.Clone(catalogue)
+	out := slices.Concat(catalogue, judgeCatalogue)
 	for i := range out {
 		out[i].Ops = slices.Clone(out[i].Ops)
 	}
@@ -178,4 +183,38 @@ func SelectFaults(names []string) ([]Fault, error) {
 		}
 	}
 	return slices.DeleteFunc(all, func(f Fault) bool { return !want[f.Name] }), nil
+}
+
+// judgeCatalogue is the judge layer, in failpoint.JudgeNames order: each fault loosens or
+// inverts one decision of the harness's own judges at the line that makes it. None changes an
+// engine result, so none has ops.
+var judgeCatalogue = []Fault{
+	{Name: fp.JudgeChaosStepBitsUnchecked, Layer: LayerJudge, Hook: "chaos/check.go Check",
+		Breaks: "the chaos checker stops comparing each applied step's loss bits with the fault-free run's: silent corruption mid-run is no violation (what counts as recovered)"},
+	{Name: fp.JudgeChaosFinalDigestUnchecked, Layer: LayerJudge, Hook: "chaos/check.go Check",
+		Breaks: "the chaos checker calls the final parameters bit-identical whatever their digest: a recovery that ends on other bits passes (what counts as recovered)"},
+	{Name: fp.JudgeChaosAnyCodeDetects, Layer: LayerJudge, Hook: "chaos/check.go detection",
+		Breaks: "any failure after an injection counts as its detection, whatever the code: a killed rank reported as E_NAN_INF is \"detected\" (what counts as detected)"},
+	{Name: fp.JudgeChaosResumeUnchecked, Layer: LayerJudge, Hook: "chaos/check.go Check",
+		Breaks: "the chaos checker accepts any resume point: resuming past the newest committed checkpoint, before it (committed work lost) or from a damaged one passes (what counts as recovered)"},
+	{Name: fp.JudgeChaosStepOrderUnchecked, Layer: LayerJudge, Hook: "chaos/check.go Check",
+		Breaks: "the chaos checker takes every applied step for the one it expected next: a step applied twice or skipped after a resume passes (what counts as recovered)"},
+	{Name: fp.JudgeStressToleranceForBits, Layer: LayerJudge, Hook: "stress/worker.go RunJob",
+		Breaks: "stress jobs judge each loaded run against the golden model within tolerance instead of bit for bit against its alone digest: a loaded run with other bits is no mismatch (what counts as a mismatch)"},
+	{Name: fp.JudgeStressLeakFromSecondWindow, Layer: LayerJudge, Hook: "stress/monitor.go Judge",
+		Breaks: "the leak rule measures a monitor's floor growth from the second window instead of the first: a third less growth, so a leak up to 1.5 times its allowance passes (what counts as a leak)"},
+	{Name: fp.JudgeCollectivesRtolOfMagnitudes, Layer: LayerJudge, Hook: "collectives/reference.go (*verifier).reduced",
+		Breaks: "the collectives checker scales rtol by the contributions' magnitudes instead of the answer's: under cancellation a float sum far off the float64 answer is not counted in #wrong (what counts as wrong)"},
+	{Name: fp.JudgeReportPValueInverted, Layer: LayerJudge, Hook: "harness/report/perf.go (*DB).compare",
+		Breaks: "the perf comparison reads the Mann-Whitney p-value the wrong way round: a significant slowdown is OK and noise past the smallest effect is judged by its size (what counts as a regression)"},
+	{Name: fp.JudgeReportBlockAboveWarn, Layer: LayerJudge, Hook: "harness/report/perf.go (*DB).compare",
+		Breaks: "the block threshold is read as an increment over the warn threshold (block at warn+block, 25% by default): a slowdown just past the block threshold only warns (what counts as a regression)"},
+	{Name: fp.JudgeReportPerfAckAnySeries, Layer: LayerJudge, Hook: "harness/report/perf.go (*DB).perfAck",
+		Breaks: "a perf acknowledgement of one series excuses the slowdown of every series at or after its run (what counts as excused)"},
+	{Name: fp.JudgeReportReproAckAnyDigest, Layer: LayerJudge, Hook: "harness/report/repro.go (*DB).reproState",
+		Breaks: "a repro acknowledgement of one digest of a case accepts every new digest of it, also ones seen after the acknowledged one (what counts as excused)"},
+	{Name: fp.JudgeReportReproNewestIsFirst, Layer: LayerJudge, Hook: "harness/report/repro.go (*DB).reproState",
+		Breaks: "the reproducibility tracker accepts a case's newest digest instead of its first: a new digest on the candidate commit is the reference and the old ones the regressions, so the gate passes it (what counts as reproducible)"},
+	{Name: fp.JudgeReportFlakyFailuresOnly, Layer: LayerJudge, Hook: "harness/report/store/read.go (*sqlStore).Outcomes",
+		Breaks: "the outcomes query calls flaky every test that failed on a commit, not only those that also passed: a stable failure is a gate warning instead of a block (what counts as flaky)"},
 }

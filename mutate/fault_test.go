@@ -26,8 +26,8 @@ func TestCatalogueIsComplete(t *testing.T) {
 		if !strings.HasPrefix(f.Name, string(f.Layer)+"/") {
 			t.Errorf("%s: name does not start with its layer %s", f.Name, f.Layer)
 		}
-		if f.Hook == "" || len(f.Breaks) < 40 || len(f.Ops) == 0 {
-			t.Errorf("%s: hook %q, breaks %q, ops %v: every field is required", f.Name, f.Hook, f.Breaks, f.Ops)
+		if f.Hook == "" || len(f.Breaks) < 40 || (len(f.Ops) == 0) != (f.Layer == LayerJudge) {
+			t.Errorf("%s: hook %q, breaks %q, ops %v: every field is required (ops none for a judge fault, which changes no op)", f.Name, f.Hook, f.Breaks, f.Ops)
 		}
 		for _, s := range f.First {
 			if !slices.Contains(SuiteNames(), s) {
@@ -40,8 +40,8 @@ func TestCatalogueIsComplete(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(names, fp.Names()) {
-		t.Errorf("catalogue %v\nfailpoint.Names %v\nwant the same faults in the same order", names, fp.Names())
+	if want := append(fp.Names(), fp.JudgeNames()...); !slices.Equal(names, want) {
+		t.Errorf("catalogue %v\nfailpoint.Names, JudgeNames %v\nwant the same faults in the same order", names, want)
 	}
 	if len(names) < 12 {
 		t.Errorf("%d faults, the issue asks for at least 12", len(names))
@@ -106,7 +106,7 @@ func failpointConstants(t *testing.T, path string) map[string]string {
 
 func TestSelectFaults(t *testing.T) {
 	all, err := SelectFaults(nil)
-	if err != nil || len(all) != len(fp.Names()) {
+	if err != nil || len(all) != len(fp.Names())+len(fp.JudgeNames()) {
 		t.Fatalf("SelectFaults(nil) = %d faults, %v", len(all), err)
 	}
 	cpu, err := SelectFaults([]string{"cpu/", fp.MatmulAccumBF16, "cpu/"})
@@ -153,5 +153,27 @@ func TestMissingSuite(t *testing.T) {
 	}
 	if m := g.missing(root); m != "" {
 		t.Errorf("missing() = %q with a test file present", m)
+	}
+}
+
+// Each layer meets only its own suites: the judge layer the judges' tests, every engine layer
+// the rest, and CI's mutation check runs a judges suite.
+func TestJudgeFaultsMeetOnlyTheJudgesSuites(t *testing.T) {
+	judges, err := SelectFaults([]string{"judge/"})
+	if err != nil || len(judges) != len(fp.JudgeNames()) {
+		t.Fatalf("SelectFaults(judge/) = %d faults, %v", len(judges), err)
+	}
+	engine, _ := SelectFaults([]string{fp.MatmulAccumBF16})
+	var judgeSuites int
+	for _, s := range Suites() {
+		if s.Judges {
+			judgeSuites++
+		}
+		if s.applies(judges[0]) != s.Judges || s.applies(engine[0]) == s.Judges {
+			t.Errorf("suite %s (judges %v): runs against %s %v, against %s %v", s.Name, s.Judges, judges[0].Name, s.applies(judges[0]), engine[0].Name, s.applies(engine[0]))
+		}
+	}
+	if judgeSuites == 0 {
+		t.Error("no suite holds the judges' tests")
 	}
 }

@@ -297,6 +297,8 @@ func (r *runner) faults(ctx context.Context, faults []Fault) {
 		fr.Fault, fr.Outcomes, fr.CaughtBy = f, make([]Outcome, len(r.rep.Suites)), []string{}
 		for j, s := range r.rep.Suites {
 			switch {
+			case !s.applies(f):
+				fr.Outcomes[j] = Outcome{Suite: s.Name, Verdict: Skipped, Detail: "not run against the " + string(f.Layer) + " layer"}
 			case s.Missing != "" || s.skips:
 				fr.Outcomes[j] = Outcome{Suite: s.Name, Verdict: Skipped, Detail: s.Missing + s.Unusable}
 			case s.Unusable != "":
@@ -306,7 +308,7 @@ func (r *runner) faults(ctx context.Context, faults []Fault) {
 			}
 		}
 		cell := func(j int) bool {
-			if !r.rep.Suites[j].usable() || ctx.Err() != nil {
+			if !r.rep.Suites[j].usable() || !r.rep.Suites[j].applies(f) || ctx.Err() != nil {
 				return false
 			}
 			o := r.suiteRun(r.rep.Suites[j].Suite, &f).run(ctx)

@@ -35,6 +35,9 @@ type Suite struct {
 	// Args are extra arguments for the suite's binaries, Env extra environment.
 	Args []string `json:"-"`
 	Env  []string `json:"-"`
+	// Judges: the suite holds the unit tests of the harness's own judges. It runs against the
+	// judge layer's faults only, and they against such suites only (applies).
+	Judges bool `json:"judges,omitempty"`
 }
 
 // suites is every suite the mutation check knows, in the order a fault meets them when a run
@@ -67,6 +70,12 @@ var suites = []Suite{
 		What: "a frame wrong in one header field, refused naming the field, on inproc and tcp (suites/collectives)"},
 	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
 		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},
+	// The judges' own tests, only those of the decisions the judge layer plants faults in: the
+	// rest (soaks, ingest, the dashboard) take most of these packages' time and judge nothing
+	// a judge fault changes.
+	{Name: "judges", Kind: KindGoTest, Packages: []string{"chaos", "stress", "collectives", "harness/report"}, Judges: true,
+		Args: []string{"-test.run=^Test(Check|Judge|WrongDigest|PerfLevels|ReproTracker|GateFailures)"},
+		What: "unit tests of the harness's judges: the chaos checker, stress's digest and leak rules, the collectives reference, the reporter's perf levels, acks, repro tracker and flaky list"},
 }
 
 // Suites returns every suite the mutation check knows.
@@ -130,3 +139,8 @@ func dirExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
 }
+
+// applies reports whether the suite runs against fault f: a judge fault changes no engine
+// result and an engine fault no verdict of a judge on a fixed history, so each layer meets
+// only its own suites.
+func (s Suite) applies(f Fault) bool { return s.Judges == (f.Layer == LayerJudge) }

@@ -89,7 +89,7 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 	}
 	fmt.Fprintln(w)
 	for _, f := range rep.Faults {
-		fmt.Fprintf(w, "### `%s`\n\n%s.\n\n- hook: `%s`\n- ops: %s\n", f.Name, capitalize(f.Breaks), f.Hook, strings.Join(f.Ops, ", "))
+		fmt.Fprintf(w, "### `%s`\n\n%s.\n\n- hook: `%s`\n- ops: %s\n", f.Name, capitalize(f.Breaks), f.Hook, opsText(f))
 		for _, o := range f.Outcomes {
 			if o.Verdict == Caught {
 				fmt.Fprintf(w, "- caught by %s: %s\n", o.Suite, mdEscape(o.Detail))
@@ -125,4 +125,12 @@ func capitalize(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// opsText lists the ops a fault can change; a judge fault changes none.
+func opsText(f FaultReport) string {
+	if len(f.Ops) == 0 {
+		return "none (the " + string(f.Layer) + " layer changes verdicts, not results)"
+	}
+	return strings.Join(f.Ops, ", ")
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/harness"
 )
 
@@ -83,7 +84,7 @@ func RunJob(ctx context.Context, opt JobOptions) error {
 	} else {
 		cases := make([]harness.Case, len(pool))
 		for i, g := range pool {
-			c, _, err := BuildCase(g.Seed, caseName(opt.Job, i), g.Digest)
+			c, _, err := BuildCase(g.Seed, caseName(opt.Job, i), failpoint.Pick(failpoint.JudgeStressToleranceForBits, g.Digest, ""))
 			if err != nil {
 				return err
 			}

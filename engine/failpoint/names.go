@@ -131,3 +131,37 @@ const (
 func StressNames() []string {
 	return []string{CPUBuffersKeptPerRun, AutotuneCacheUnlocked, CUDABuffersKeptPerRun}
 }
+
+// Faults in the harness's own judges (issue 21, blind spot 6): each loosens or inverts one
+// decision of a checker that turns a run into a verdict (chaos recovery, stress, collectives,
+// the reporter's gate). The engine stays right; only the judges' unit tests can catch them.
+const (
+	// chaos/check.go Check: silent corruption, final bits, detection, resume point, step order.
+	JudgeChaosStepBitsUnchecked    = "judge/chaos/step-bits-unchecked"
+	JudgeChaosFinalDigestUnchecked = "judge/chaos/final-digest-unchecked"
+	JudgeChaosAnyCodeDetects       = "judge/chaos/any-code-detects"
+	JudgeChaosResumeUnchecked      = "judge/chaos/resume-point-unchecked"
+	JudgeChaosStepOrderUnchecked   = "judge/chaos/step-order-unchecked"
+	// stress: a loaded run against its alone digest; the leak rule's floor growth.
+	JudgeStressToleranceForBits      = "judge/stress/tolerance-for-bits"
+	JudgeStressLeakFromSecondWindow  = "judge/stress/leak-growth-from-second-window"
+	JudgeCollectivesRtolOfMagnitudes = "judge/collectives/rtol-of-magnitudes"
+	// harness/report: perf levels, acknowledgements, the reproducibility tracker, flakiness.
+	JudgeReportPValueInverted     = "judge/report/perf/p-value-inverted"
+	JudgeReportBlockAboveWarn     = "judge/report/perf/block-above-warn"
+	JudgeReportPerfAckAnySeries   = "judge/report/ack/perf-any-series"
+	JudgeReportReproAckAnyDigest  = "judge/report/ack/repro-any-digest"
+	JudgeReportReproNewestIsFirst = "judge/report/repro/newest-digest-accepted"
+	JudgeReportFlakyFailuresOnly  = "judge/report/flaky/failures-only"
+)
+
+// JudgeNames lists the judges' faults, in the order above. They are in the catalogue the CI
+// suites must catch (package mutate's judge layer), caught by the judges' own unit tests.
+func JudgeNames() []string {
+	return []string{
+		JudgeChaosStepBitsUnchecked, JudgeChaosFinalDigestUnchecked, JudgeChaosAnyCodeDetects, JudgeChaosResumeUnchecked,
+		JudgeChaosStepOrderUnchecked, JudgeStressToleranceForBits, JudgeStressLeakFromSecondWindow,
+		JudgeCollectivesRtolOfMagnitudes, JudgeReportPValueInverted, JudgeReportBlockAboveWarn, JudgeReportPerfAckAnySeries,
+		JudgeReportReproAckAnyDigest, JudgeReportReproNewestIsFirst, JudgeReportFlakyFailuresOnly,
+	}
+}

@@ -49,7 +49,7 @@ func Activate(names ...string) error {
 		if n == "" {
 			continue
 		}
-		known := append(append(Names(), GPUNames()...), StressNames()...)
+		known := append(append(append(Names(), GPUNames()...), StressNames()...), JudgeNames()...)
 		if !slices.Contains(known, n) {
 			return errs.New(errs.Input, "unknown failpoint %q (known: %s)", n, strings.Join(known, ", "))
 		}

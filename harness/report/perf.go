@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/harness/report/stats"
 	"github.com/tessera-qa/tessera-qa/harness/report/store"
 )
@@ -192,11 +193,11 @@ func (db *DB) compare(h *seriesHist, ix *runIndex, cand, base []int) PerfRegress
 		pr.Delta = math.MaxFloat64 // JSON has no Inf
 	}
 	switch {
-	case c.P >= th.Alpha || math.Abs(c.Delta) < th.MinEffect:
+	case failpoint.Pick(failpoint.JudgeReportPValueInverted, c.P >= th.Alpha, c.P < th.Alpha) || math.Abs(c.Delta) < th.MinEffect:
 		pr.Level = LevelOK
 	case c.Delta < 0:
 		pr.Level = LevelImproved
-	case c.Delta >= th.Block:
+	case c.Delta >= failpoint.Pick(failpoint.JudgeReportBlockAboveWarn, th.Block, th.Block+th.Warn):
 		pr.Level = LevelBlock
 	case c.Delta >= th.Warn:
 		pr.Level = LevelWarn
@@ -216,7 +217,7 @@ func (db *DB) perfAck(h *seriesHist, ix *runIndex, last histPoint, th Thresholds
 	id := h.key.ID()
 	for i := len(ix.acks) - 1; i >= 0; i-- {
 		a := ix.acks[i]
-		if a.Kind != AckPerf || a.Target != id {
+		if a.Kind != AckPerf || (a.Target != id && !failpoint.Enabled(failpoint.JudgeReportPerfAckAnySeries)) {
 			continue
 		}
 		o := ix.order(a.RunID)

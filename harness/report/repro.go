@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/harness"
 	"github.com/tessera-qa/tessera-qa/harness/report/store"
 )
@@ -141,9 +142,9 @@ func (db *DB) reproState(ctx context.Context, ix *runIndex, k ReproKey, rows []s
 		d := DigestSeen{Digest: r.Digest, First: ix.ref(r.FirstRun), Last: ix.ref(r.LastRun), Count: r.Count}
 		st.runs += r.Count
 		switch {
-		case i == 0:
+		case i == failpoint.Pick(failpoint.JudgeReportReproNewestIsFirst, 0, len(rows)-1):
 			d.Accepted = true
-		case acks[r.Digest] != nil:
+		case acks[r.Digest] != nil || (len(acks) > 0 && failpoint.Enabled(failpoint.JudgeReportReproAckAnyDigest)):
 			d.Accepted, d.Acked = true, acks[r.Digest]
 		default:
 			bad = append(bad, i)

@@ -39,7 +39,8 @@ fault on (TESSERA_FAILPOINTS=NAME) and prints the fault x suite table.
 
 Suites: golden, determinism, property, differential (the Ginkgo suites CI runs; those not in
 the tree are shown as skipped), smoke (tessera-qa run --suite smoke), engine (the unit tests of
-the packages that hold the hooks). Needs the source tree (run from it, or --src) and the go
+the packages that hold the hooks), judges (the unit tests of the harness's own judges, run only
+against the judge layer's faults, which plant bugs in those judges). Needs the source tree (run from it, or --src) and the go
 command. Exit 0 when every fault is caught by some suite, 1 when any is not (or a suite fails
 with no fault on, or the bits differ), 2 for bad usage or a build that fails.`,
 		Example: `  tessera-qa mutate
