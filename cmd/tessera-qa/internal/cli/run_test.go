@@ -39,7 +39,7 @@ func junitCounts(t *testing.T, out string) (tests, failures int) {
 
 func replayFiles(t *testing.T, out string) []string {
 	t.Helper()
-	fs, err := filepath.Glob(filepath.Join(out, "replay", "*.replay.json"))
+	fs, err := filepath.Glob(filepath.Join(out, job.RunsDir, "*", "replay", "*.replay.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
