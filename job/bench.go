@@ -2,11 +2,14 @@ package job
 
 import (
 	"fmt"
+	"math"
+	"runtime"
 	"slices"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/autodiff"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	cpubackend "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
@@ -23,11 +26,14 @@ import (
 // times across runs). Each case runs a graph on the cpu backend and on the golden model
 // (engine/ref, the float64 interpreter) over the same inputs: correctness first (the engine's
 // outputs against the model's under the case's tolerances; a wrong case is not timed), then
-// benchReps (21, as design.md §8 asks of GPU timings: >= 20) repetitions alternating the two sides, so load from other processes hits both
-// alike. The bench row's value is engine median / ref median (lower is better) with the
+// benchReps (21: design.md §8 asks >= 20 of GPU timings) rounds alternating the two sides, so
+// load from other processes hits both alike; each sample lasts at least benchSampleMS, the
+// engine runs on one worker goroutine as the model does, and a collection runs between rounds.
+// The bench row's value is engine median / ref median (lower is better) with the
 // engine's repetitions as samples. A slower cpu backend or compiler raises the ratio; a slower
 // golden model lowers it (it would read as a speed-up). The cases run one at a time (a
-// concurrent neighbour would time the pool, not the kernel); about a second in all.
+// concurrent neighbour would time the pool, not the kernel); about a second in all on an idle
+// 2-core machine.
 const (
 	benchReps   = 21
 	benchWarmup = 1
@@ -137,7 +143,11 @@ func (r *runner) benchResult(c benchCase) harness.Result {
 	if err != nil {
 		return fail(harness.VerdictError, string(errs.CodeOf(err)), fmt.Sprintf("bench %s: compile: %v", res.Case, err))
 	}
-	eng, refs, err := timeSideBySide(func() error { _, err := cpu.Run(prog, in); return err },
+	// Timed on one worker goroutine: the golden model is serial, so a parallel engine would
+	// make the ratio depend on the core count (the series key does not name it) and on how
+	// many cores the neighbours leave free; serial against serial, load slows both alike.
+	serial := &cpubackend.Backend{Workers: 1}
+	eng, refs, err := timeSideBySide(func() error { _, err := serial.Run(prog, in); return err },
 		func() error { _, err := ref.Run(g, in); return err })
 	if err != nil {
 		return fail(harness.VerdictError, string(errs.CodeOf(err)), fmt.Sprintf("bench %s: %v", res.Case, err))
@@ -152,8 +162,15 @@ func (r *runner) benchResult(c benchCase) harness.Result {
 	return res
 }
 
-// timeSideBySide runs each side benchWarmup times untimed, then benchReps rounds, each round
-// timing both sides, the side that goes first alternating.
+// benchSampleMS is how long one timed sample of a side lasts at least: a side faster than
+// that is run several times in a row per sample (the count fixed in the warm-up) and the
+// sample is the mean. A sample of 0.1 ms is a scheduler time slice's noise on a loaded
+// machine; a few milliseconds average it out.
+const benchSampleMS = 2.0
+
+// timeSideBySide runs each side benchWarmup times untimed (and once more to fix how many runs
+// make a sample), then benchReps rounds, each round timing both sides, the side that goes
+// first alternating.
 func timeSideBySide(engine, reference func() error) (eng, refs []float64, err error) {
 	for range benchWarmup {
 		if err := engine(); err != nil {
@@ -163,25 +180,38 @@ func timeSideBySide(engine, reference func() error) (eng, refs []float64, err er
 			return nil, nil, err
 		}
 	}
-	clock := func(f func() error, into *[]float64) error {
+	type side struct {
+		run   func() error
+		n     int
+		times *[]float64
+	}
+	sides := [2]*side{{run: engine, times: &eng}, {run: reference, times: &refs}}
+	for _, sd := range sides {
 		t := time.Now()
-		if err := f(); err != nil {
-			return err
+		if err := sd.run(); err != nil {
+			return nil, nil, err
 		}
-		// A run too short for the clock would make a ratio of nothing; a microsecond floor.
-		*into = append(*into, max(float64(time.Since(t).Nanoseconds())/1e6, 1e-3))
+		one := max(float64(time.Since(t).Nanoseconds())/1e6, 1e-3)
+		sd.n = max(1, min(1000, int(math.Ceil(benchSampleMS/one))))
+	}
+	sample := func(sd *side) error {
+		t := time.Now()
+		for range sd.n {
+			if err := sd.run(); err != nil {
+				return err
+			}
+		}
+		*sd.times = append(*sd.times, float64(time.Since(t).Nanoseconds())/1e6/float64(sd.n))
 		return nil
 	}
 	for i := range benchReps {
-		first, second := engine, reference
-		fa, fb := &eng, &refs
-		if i%2 == 1 {
-			first, second, fa, fb = reference, engine, &refs, &eng
-		}
-		if err := clock(first, fa); err != nil {
+		// A collection between rounds, untimed, so one side's garbage is not the other's pause.
+		runtime.GC()
+		a, b := sides[i%2], sides[1-i%2]
+		if err := sample(a); err != nil {
 			return nil, nil, err
 		}
-		if err := clock(second, fb); err != nil {
+		if err := sample(b); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -272,3 +272,29 @@ func TestRunKeepsTheNewestRunFoldersAndOnlyPrunesItsOwn(t *testing.T) {
 		t.Errorf("a folder the job did not make was pruned: %v", err)
 	}
 }
+
+// The bench timer alternates the sides round by round, gives both benchReps samples, runs a
+// side faster than a sample several times per sample, and stops at a side's error.
+func TestTimeSideBySideAlternatesAndCountsRuns(t *testing.T) {
+	var order []byte
+	var engRuns, refRuns int
+	eng, refs, err := timeSideBySide(func() error { order = append(order, 'e'); engRuns++; return nil },
+		func() error { order = append(order, 'r'); refRuns++; return nil })
+	if err != nil || len(eng) != benchReps || len(refs) != benchReps {
+		t.Fatalf("%d and %d samples, %v", len(eng), len(refs), err)
+	}
+	// Instant sides: each sample is many runs (the floor of the clock makes one run 1 µs).
+	if engRuns < 10*benchReps || refRuns < 10*benchReps {
+		t.Errorf("%d engine and %d reference runs for %d samples: a fast side must repeat within a sample", engRuns, refRuns, benchReps)
+	}
+	// After warm-up and calibration (e r e r), round 0 starts with the engine, round 1 with
+	// the reference.
+	rounds := string(order[4:])
+	if rounds[0] != 'e' || !strings.Contains(rounds, "er") || !strings.Contains(rounds, "re") {
+		t.Errorf("rounds do not alternate: %.40s...", rounds)
+	}
+	boom := errs.New(errs.Input, "boom")
+	if _, _, err := timeSideBySide(func() error { return nil }, func() error { return boom }); err != boom {
+		t.Errorf("a failing side: %v", err)
+	}
+}
