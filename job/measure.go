@@ -3,6 +3,7 @@ package job
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -146,9 +147,17 @@ func sortedRows(in []collectives.Row) []collectives.Row {
 }
 
 // RunFolderFiles lists what a run folder holds for the results store: its results.json and
-// the measurement files present, in the order Run writes them. E_INPUT when dir has no
-// results.json (not a run folder, or a run that did not finish).
+// the measurement files present, in the order Run writes them. E_INPUT when dir is not a run
+// folder (no marker: OutDir itself holds only copies of the latest results, without the
+// measurements) or has no results.json (a run that did not finish).
 func RunFolderFiles(dir string) (results string, measurements []string, err error) {
+	if !fileExists(filepath.Join(dir, runMarker)) {
+		hint := ""
+		if dirExists(filepath.Join(dir, RunsDir)) {
+			hint = fmt.Sprintf("; its runs are the folders in %s", filepath.Join(dir, RunsDir))
+		}
+		return "", nil, errs.New(errs.Input, "%s is not the folder of a `tessera-qa run` (no %s marker)%s", dir, runMarker, hint)
+	}
 	results = filepath.Join(dir, "results.json")
 	if _, err := os.Stat(results); err != nil {
 		return "", nil, errs.New(errs.Input, "run folder %s: no results.json (%v): not the folder of a finished `tessera-qa run`", dir, err)
@@ -159,6 +168,11 @@ func RunFolderFiles(dir string) (results string, measurements []string, err erro
 		}
 	}
 	return results, measurements, nil
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 func fileExists(p string) bool {

@@ -76,6 +76,25 @@ func (db *DB) IngestBytes(ctx context.Context, name string, data []byte, o Inges
 // count each scenario, workload and collective twice. Nothing is written if any file fails
 // validation.
 func (db *DB) IngestRun(ctx context.Context, results string, measurements []string, o IngestOptions) (IngestResult, error) {
+	p, data, err := parseRun(results, measurements)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	return db.ingestParsed(ctx, results, p, data, o)
+}
+
+// CheckRun validates a run's files as IngestRun reads them, without a store, and says what it
+// would ingest.
+func CheckRun(results string, measurements []string) (IngestResult, error) {
+	p, _, err := parseRun(results, measurements)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	return IngestResult{Source: results, Kind: p.Kind, Rows: p.Batch.Rows()}, nil
+}
+
+// parseRun reads and merges a run's files (IngestRun); the bytes returned identify the run.
+func parseRun(results string, measurements []string) (*parse.Report, []byte, error) {
 	read := func(path string) (*parse.Report, []byte, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -89,22 +108,22 @@ func (db *DB) IngestRun(ctx context.Context, results string, measurements []stri
 	}
 	p, data, err := read(results)
 	if err != nil {
-		return IngestResult{}, err
+		return nil, nil, err
 	}
 	if p.Kind != "results" {
-		return IngestResult{}, errs.New(errs.Input, "report %s: a %s report, not the results file of a run", results, p.Kind)
+		return nil, nil, errs.New(errs.Input, "report %s: a %s report, not the results file of a run", results, p.Kind)
 	}
 	all := append([]byte(nil), data...)
 	for _, path := range measurements {
 		m, mdata, err := read(path)
 		if err != nil {
-			return IngestResult{}, err
+			return nil, nil, err
 		}
 		p.Batch.Metrics = append(p.Batch.Metrics, m.Batch.Metrics...)
 		p.Batch.Bench = append(p.Batch.Bench, m.Batch.Bench...)
 		all = append(append(all, 0), mdata...)
 	}
-	return db.ingestParsed(ctx, results, p, all, o)
+	return p, all, nil
 }
 
 // ingestParsed writes a validated report as one run; data (the bytes read) identify it.

@@ -198,3 +198,32 @@ func lookAtEveryPage(t *testing.T, site string) {
 	}
 	wg.Wait()
 }
+
+// A run stored later (after --db none, or when the store was unreachable) is stored as `run`
+// stores it: `report ingest RUNDIR` takes the run folder, results and measurements as one run.
+func TestReportIngestTakesARunFolder(t *testing.T) {
+	out := t.TempDir()
+	o := cli(t, "run", "--backend", "cpu", "--suite", "smoke,bench", "--smoke", "2", "--seed", "1", "--out", out, "--db", "none", "--json", "-")
+	o.want(t, ExitOK, "")
+	var rep runJSON
+	mustJSON(t, o.stdout, &rep)
+	if len(rep.Measurements) != 1 || filepath.Base(rep.Measurements[0]) != job.BenchFile {
+		t.Fatalf("measurements of a smoke and bench run: %v", rep.Measurements)
+	}
+	check := cli(t, "report", "ingest", "--check", rep.RunDir)
+	check.want(t, ExitOK, "")
+	db := filepath.Join(t.TempDir(), "h.db")
+	o = cli(t, "report", "ingest", "--db", db, rep.RunDir)
+	o.want(t, ExitOK, "")
+	// 2 smoke and 5 bench results, 5 bench rows: the same count --check announced.
+	if !strings.Contains(o.stdout, "run 1: "+rep.RunDir+" (results, 12 rows)") || !strings.Contains(check.stdout, "results, 12 rows") {
+		t.Fatalf("ingest of a run folder:\n%s\n--check:\n%s", o.stdout, check.stdout)
+	}
+	o = cli(t, "report", "series", "--db", db, "--json", "-")
+	var series []report.SeriesSummary
+	mustJSON(t, o.stdout, &series)
+	if len(series) != 5 {
+		t.Fatalf("%d series from the run folder, want the bench suite's 5", len(series))
+	}
+	cli(t, "report", "ingest", "--db", db, out).want(t, ExitUsage, "E_INPUT") // DIR itself is not a run folder
+}

@@ -234,21 +234,7 @@ func ingestOne(ctx context.Context, db *report.DB, path string, o report.IngestO
 		if db != nil {
 			return db.IngestRun(ctx, results, ms, o)
 		}
-		res := report.IngestResult{Source: results, Kind: "results"}
-		for _, p := range append([]string{results}, ms...) {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return report.IngestResult{}, errs.New(errs.Input, "report %s: %v", p, err)
-			}
-			one, err := report.Check(p, data)
-			if err != nil {
-				return report.IngestResult{}, err
-			}
-			if p == results || one.Kind == "bench" {
-				res.Rows += one.Rows
-			}
-		}
-		return res, nil
+		return report.CheckRun(results, ms)
 	}
 	if db == nil {
 		data, err := os.ReadFile(path)
