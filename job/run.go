@@ -1,7 +1,8 @@
 // Package job holds the logic of the tessera-qa verbs that do more than call one package:
-// the `run` main job (golden checks, in-process determinism, randomized smoke test, a short
-// in-process collectives check, results,
-// JUnit and replay manifests), backend choice, and `exec`'s input and output handling.
+// the `run` main job (golden checks, in-process determinism, randomized smoke test, short
+// in-process collectives, training, chaos and stress checks, CPU benchmarks; results, JUnit,
+// replay manifests and measurement files in a folder of its own per run: rundir.go,
+// measure.go), backend choice, and `exec`'s input and output handling.
 //
 // It sits beside the CLI, above the checks it orchestrates (golden, harness, collectives),
 // not inside harness/: harness holds only what every check shares (issue 13).
