@@ -17,7 +17,8 @@ import (
 // the in-process transport: a flipped bit, a duplicated frame, a NaN with a valid checksum.
 // Each must be detected, the group restarted from its last checkpoint, and the final bits
 // equal the fault-free run's. The process faults (kill, hang) and containers run in
-// suites/chaos; artifacts go under OutDir/chaos/.
+// suites/chaos; artifacts go under the run's folder, RUNDIR/chaos/ (a fresh folder every run: the
+// checker refuses one that already holds a history), and the reports into RUNDIR/chaos.json.
 const chaosWorld = 3
 
 func chaosScenarios() []*chaos.Scenario {
@@ -47,7 +48,7 @@ func (r *runner) chaosResult(sc *chaos.Scenario) harness.Result {
 	res := harness.Result{Schema: harness.ResultSchema, Suite: SuiteChaos, Case: sc.Name, Backend: "dist/inproc",
 		Device: fmt.Sprintf("%d in-process ranks", chaosWorld), DeviceClass: env.DeviceClass, Seed: sc.Seed,
 		Outputs: []harness.OutputResult{}, Env: env}
-	dir := filepath.Join(r.opts.OutDir, "chaos", strings.ReplaceAll(sc.Name, "/", "-"))
+	dir := filepath.Join(r.runDir, "chaos", strings.ReplaceAll(sc.Name, "/", "-"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := chaos.Execute(ctx, sc, chaos.Options{Dir: dir})
@@ -64,6 +65,7 @@ func (r *runner) chaosResult(sc *chaos.Scenario) harness.Result {
 	}
 	if rep != nil {
 		res.Digest = rep.Digest
+		r.measured.addChaos(sc, rep)
 	}
 	return res
 }

@@ -51,13 +51,14 @@ func collectivesCases() []struct {
 func (r *runner) collectivesTasks() []task {
 	var ts []task
 	for _, x := range collectivesCases() {
-		ts = append(ts, func() harness.Result { return collectivesResult(x.c, x.mode) })
+		ts = append(ts, func() harness.Result { return collectivesResult(x.c, x.mode, &r.measured) })
 	}
 	return ts
 }
 
 // collectivesResult runs one case on a fresh in-process world and turns its row into a result.
-func collectivesResult(c collectives.Case, mode dist.Mode) harness.Result {
+// Its row goes into m (RUNDIR/collectives.json: busbw for the dashboard's collectives page).
+func collectivesResult(c collectives.Case, mode dist.Mode, m *measurements) harness.Result {
 	start := time.Now()
 	env := harness.CaptureEnv(nil)
 	env.Backend, env.Device, env.DeviceClass = "dist/inproc", fmt.Sprintf("%d in-process ranks", CollectivesWorld), "cpu/"+runtime.GOARCH
@@ -79,6 +80,9 @@ func collectivesResult(c collectives.Case, mode dist.Mode) harness.Result {
 		return res
 	}
 	row := rows[0]
+	if m != nil {
+		m.addCollectives(row)
+	}
 	res.Timing.RunMS = (row.TimeUS + row.TimeUSIP) / 1000
 	res.Digest = row.Digest
 	n := row.Count * CollectivesWorld

@@ -135,10 +135,6 @@ func TestSmokeCasesPassOnCPU(t *testing.T) {
 
 func TestRunWritesResultsJUnitAndReplays(t *testing.T) {
 	out := t.TempDir()
-	stale := filepath.Join(out, "replay", "old.replay.json")
-	os.MkdirAll(filepath.Dir(stale), 0o755)
-	os.WriteFile(stale, []byte("{}"), 0o644)
-
 	rep, err := Run(Options{Backend: "job-wrong", Seed: 5, Smoke: 6, OutDir: out, Suites: []string{SuiteSmoke}, Workers: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +145,36 @@ func TestRunWritesResultsJUnitAndReplays(t *testing.T) {
 	if len(rep.ReplayFiles) != 6 {
 		t.Errorf("%d replay files for 6 failures", len(rep.ReplayFiles))
 	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("stale manifest from an earlier run survived")
+	for _, f := range rep.ReplayFiles {
+		if filepath.Dir(f) != filepath.Join(rep.RunDir, "replay") {
+			t.Errorf("manifest %s is not in the run's folder %s", f, rep.RunDir)
+		}
 	}
+	// A second run in the same folder gets a folder of its own; the first run's manifests,
+	// which its results.json and the results store name, stay where they were.
+	again, err := Run(Options{Backend: "job-wrong", Seed: 6, Smoke: 2, OutDir: out, Suites: []string{SuiteSmoke}, Workers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.RunDir == rep.RunDir || filepath.Dir(again.RunDir) != filepath.Dir(rep.RunDir) {
+		t.Fatalf("second run's folder %s, first %s", again.RunDir, rep.RunDir)
+	}
+	for _, f := range rep.ReplayFiles {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("the first run's manifest is gone after the second: %v", err)
+		}
+	}
+	if ms, _ := filepath.Glob(filepath.Join(again.RunDir, "replay", "*.replay.json")); len(ms) != 2 {
+		t.Errorf("second run's replay folder holds %d manifests, want its own 2", len(ms))
+	}
+	if rs, err := harness.ReadResults(again.ResultsPath); err != nil || len(rs) != 2 {
+		t.Errorf("OutDir/results.json is not the latest run's: %d results, %v", len(rs), err)
+	}
+	if rs, err := harness.ReadResults(rep.RunResults()); err != nil || len(rs) != 6 {
+		t.Errorf("the first run's own results.json: %d results, %v", len(rs), err)
+	}
+	rep.ResultsPath = rep.RunResults()
+	rep.JUnitPath = filepath.Join(rep.RunDir, "junit.xml")
 	rs, err := harness.ReadResults(rep.ResultsPath)
 	if err != nil || len(rs) != 6 {
 		t.Fatalf("results.json: %d results, %v", len(rs), err)
@@ -219,5 +242,59 @@ func TestLoadInputsNamesTheProblem(t *testing.T) {
 		if string(errs.CodeOf(err)) != tc.code || !strings.Contains(err.Error(), tc.sub) {
 			t.Errorf("%s: %v, want %s containing %q", tc.path, err, tc.code, tc.sub)
 		}
+	}
+}
+
+func TestRunKeepsTheNewestRunFoldersAndOnlyPrunesItsOwn(t *testing.T) {
+	out := t.TempDir()
+	mine := filepath.Join(out, RunsDir, "00000000-notes")
+	if err := os.MkdirAll(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for i := range 3 {
+		rep, err := Run(Options{Backend: "cpu", Seed: uint64(i), Smoke: 1, OutDir: out, Suites: []string{SuiteSmoke}, Keep: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, rep.RunDir)
+		if i == 2 && (len(rep.Pruned) != 1 || rep.Pruned[0] != dirs[0]) {
+			t.Errorf("third run with --keep 2 pruned %v, want the first run %s", rep.Pruned, dirs[0])
+		}
+	}
+	for i, d := range dirs {
+		_, err := os.Stat(d)
+		if gone := os.IsNotExist(err); gone != (i == 0) {
+			t.Errorf("run %d folder %s: gone=%v", i, d, gone)
+		}
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("a folder the job did not make was pruned: %v", err)
+	}
+}
+
+// The bench timer alternates the sides round by round, gives both benchReps samples, runs a
+// side faster than a sample several times per sample, and stops at a side's error.
+func TestTimeSideBySideAlternatesAndCountsRuns(t *testing.T) {
+	var order []byte
+	var engRuns, refRuns int
+	eng, refs, err := timeSideBySide(func() error { order = append(order, 'e'); engRuns++; return nil },
+		func() error { order = append(order, 'r'); refRuns++; return nil })
+	if err != nil || len(eng) != benchReps || len(refs) != benchReps {
+		t.Fatalf("%d and %d samples, %v", len(eng), len(refs), err)
+	}
+	// Instant sides: each sample is many runs (the floor of the clock makes one run 1 µs).
+	if engRuns < 10*benchReps || refRuns < 10*benchReps {
+		t.Errorf("%d engine and %d reference runs for %d samples: a fast side must repeat within a sample", engRuns, refRuns, benchReps)
+	}
+	// After warm-up and calibration (e r e r), round 0 starts with the engine, round 1 with
+	// the reference.
+	rounds := string(order[4:])
+	if rounds[0] != 'e' || !strings.Contains(rounds, "er") || !strings.Contains(rounds, "re") {
+		t.Errorf("rounds do not alternate: %.40s...", rounds)
+	}
+	boom := errs.New(errs.Input, "boom")
+	if _, _, err := timeSideBySide(func() error { return nil }, func() error { return boom }); err != boom {
+		t.Errorf("a failing side: %v", err)
 	}
 }

@@ -1,7 +1,8 @@
 // Package job holds the logic of the tessera-qa verbs that do more than call one package:
-// the `run` main job (golden checks, in-process determinism, randomized smoke test, a short
-// in-process collectives check, results,
-// JUnit and replay manifests), backend choice, and `exec`'s input and output handling.
+// the `run` main job (golden checks, in-process determinism, randomized smoke test, short
+// in-process collectives, training, chaos and stress checks, CPU benchmarks; results, JUnit,
+// replay manifests and measurement files in a folder of its own per run: rundir.go,
+// measure.go), backend choice, and `exec`'s input and output handling.
 //
 // It sits beside the CLI, above the checks it orchestrates (golden, harness, collectives),
 // not inside harness/: harness holds only what every check shares (issue 13).
@@ -36,10 +37,12 @@ const (
 	SuiteChaos = "chaos"
 	// SuiteStress: a short goroutine soak with digest checks and leak monitors (stress.go).
 	SuiteStress = "stress"
+	// SuiteBench: CPU-backend timings side by side with the golden model (bench.go).
+	SuiteBench = "bench"
 )
 
 // Suites lists every suite Run knows.
-var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives, SuiteTraining, SuiteChaos, SuiteStress}
+var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives, SuiteTraining, SuiteChaos, SuiteStress, SuiteBench}
 
 // DefaultSmoke is the number of random smoke graphs a run draws by default.
 const DefaultSmoke = 200
@@ -55,8 +58,15 @@ type Options struct {
 	Seed uint64
 	// Smoke is the number of random smoke graphs; negative means none.
 	Smoke int
-	// OutDir receives results.json, junit.xml and replay/ (created if needed).
+	// OutDir receives results.json and junit.xml of this run (the latest) and, under
+	// runs/TIME-PID/, the run's own folder: its results.json, junit.xml, replay/, chaos/,
+	// stress/ and the measurement files (measure.go). Created if needed.
 	OutDir string
+	// Keep is how many run folders OutDir/runs keeps (this one included): the oldest ones
+	// beyond it are removed after the run. 0 keeps every run.
+	Keep int
+	// Command is the command line recorded in the measurement files ("" : "tessera-qa run").
+	Command string
 	// Suites selects suites by name; empty means all.
 	Suites []string
 	// Workers runs cases concurrently; 0 means GOMAXPROCS.
@@ -91,15 +101,23 @@ func (s SuiteSummary) OK() bool { return s.Failed == 0 && s.Errors == 0 }
 
 // Report is what a run did.
 type Report struct {
-	Backend     string           `json:"backend"`
-	Device      string           `json:"device"`
-	DeviceClass string           `json:"device_class"`
-	BackendWhy  string           `json:"backend_reason"`
-	Seed        uint64           `json:"seed,string"`
-	Smoke       int              `json:"smoke"`
-	Suites      []SuiteSummary   `json:"suites"`
-	ResultsPath string           `json:"results"`
-	JUnitPath   string           `json:"junit"`
+	Backend     string         `json:"backend"`
+	Device      string         `json:"device"`
+	DeviceClass string         `json:"device_class"`
+	BackendWhy  string         `json:"backend_reason"`
+	Seed        uint64         `json:"seed,string"`
+	Smoke       int            `json:"smoke"`
+	Suites      []SuiteSummary `json:"suites"`
+	ResultsPath string         `json:"results"`
+	JUnitPath   string         `json:"junit"`
+	// RunDir is this run's own folder (OutDir/runs/TIME-PID): everything the run wrote,
+	// which later runs leave alone.
+	RunDir string `json:"run_dir"`
+	// Measurements are the measurement files in RunDir (chaos.json, stress.json,
+	// collectives.json, bench.json: what ran), which `run` stores with results.json.
+	Measurements []string `json:"measurements"`
+	// Pruned lists the oldest run folders removed after this run (Options.Keep).
+	Pruned      []string         `json:"pruned,omitempty"`
 	ReplayDir   string           `json:"replay_dir"`
 	ReplayFiles []string         `json:"replay_files"`
 	Seconds     float64          `json:"seconds"`
@@ -127,8 +145,10 @@ func (r *Report) Failures() []harness.Result {
 	return out
 }
 
-// Run chooses a backend, runs the selected suites, and writes results.json, junit.xml and a
-// replay manifest per failing case under opts.OutDir. The error is for runs that could not
+// Run chooses a backend, runs the selected suites, and writes into a new folder of its own,
+// opts.OutDir/runs/TIME-PID: results.json, junit.xml, a replay manifest per failing case
+// under replay/, the chaos and stress artifacts and the measurement files; results.json and
+// junit.xml are also copied to opts.OutDir (the latest run's, where CI reads them). The error is for runs that could not
 // happen (no usable backend, an unwritable output directory, an unknown suite); failing checks
 // are in the report.
 func Run(opts Options) (*Report, error) {
@@ -146,17 +166,25 @@ func Run(opts Options) (*Report, error) {
 	if opts.OutDir == "" {
 		opts.OutDir = "tessera-qa-out"
 	}
-	replayDir := filepath.Join(opts.OutDir, "replay")
-	if err := prepareOutDir(opts.OutDir, replayDir); err != nil {
+	if opts.Command == "" {
+		opts.Command = "tessera-qa run"
+	}
+	runDir, err := newRunDir(opts.OutDir, start)
+	if err != nil {
 		return nil, err
+	}
+	replayDir := filepath.Join(runDir, "replay")
+	if err := os.MkdirAll(replayDir, 0o755); err != nil {
+		return nil, errs.New(errs.Input, "run folder %s: %v", runDir, err)
 	}
 	b := choice.Backend
 	rep := &Report{
 		Backend: b.Name(), Device: b.Device(), DeviceClass: b.DeviceClass(), BackendWhy: choice.Reason,
 		Seed: opts.Seed, Smoke: max(opts.Smoke, 0), ReplayDir: replayDir, ReplayFiles: []string{},
 		ResultsPath: filepath.Join(opts.OutDir, "results.json"), JUnitPath: filepath.Join(opts.OutDir, "junit.xml"),
+		RunDir: runDir, Measurements: []string{},
 	}
-	r := &runner{opts: opts, b: b, harness: harness.Runner{Backend: b, ArtifactsDir: replayDir}}
+	r := &runner{opts: opts, b: b, runDir: runDir, harness: harness.Runner{Backend: b, ArtifactsDir: replayDir}}
 	if r.opts.Workers <= 0 {
 		r.opts.Workers = runtime.GOMAXPROCS(0)
 	}
@@ -174,15 +202,31 @@ func Run(opts Options) (*Report, error) {
 			rep.ReplayFiles = append(rep.ReplayFiles, x.Replay)
 		}
 	}
-	if err := harness.WriteResults(rep.ResultsPath, rep.Results); err != nil {
+	if rep.Measurements, err = r.measured.write(runDir, start, opts.Command); err != nil {
 		return nil, err
 	}
-	if err := writeJUnit(rep.JUnitPath, rep.Results); err != nil {
+	own := func(p string) string { return filepath.Join(runDir, filepath.Base(p)) }
+	if err := harness.WriteResults(own(rep.ResultsPath), rep.Results); err != nil {
+		return nil, err
+	}
+	if err := writeJUnit(own(rep.JUnitPath), rep.Results); err != nil {
+		return nil, err
+	}
+	for _, p := range []string{rep.ResultsPath, rep.JUnitPath} {
+		if err := copyFile(own(p), p); err != nil {
+			return nil, err
+		}
+	}
+	if rep.Pruned, err = pruneRuns(opts.OutDir, opts.Keep, runDir); err != nil {
 		return nil, err
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
 }
+
+// RunResults is the path of the run's own results.json (the one the results store records:
+// OutDir/results.json is replaced by the next run).
+func (r *Report) RunResults() string { return filepath.Join(r.RunDir, "results.json") }
 
 func selectSuites(names []string) ([]string, error) {
 	if len(names) == 0 {
@@ -209,21 +253,6 @@ func selectSuites(names []string) ([]string, error) {
 	return out, nil
 }
 
-// prepareOutDir creates the output folders and removes replay manifests left by an earlier
-// run, so every manifest in replay/ belongs to this run's failures.
-func prepareOutDir(out, replay string) error {
-	if err := os.MkdirAll(replay, 0o755); err != nil {
-		return errs.New(errs.Input, "output directory %s: %v", out, err)
-	}
-	old, _ := filepath.Glob(filepath.Join(replay, "*.replay.json"))
-	for _, f := range old {
-		if err := os.Remove(f); err != nil {
-			return errs.New(errs.Input, "remove stale manifest %s: %v", f, err)
-		}
-	}
-	return nil
-}
-
 func writeJUnit(path string, results []harness.Result) error {
 	if err := atomicfile.WriteFunc(path, func(w io.Writer) error { return junit.Write(w, "tessera-qa", results) }); err != nil {
 		return errs.New(errs.Input, "write %s: %v", path, err)
@@ -235,10 +264,12 @@ func writeJUnit(path string, results []harness.Result) error {
 type task func() harness.Result
 
 type runner struct {
-	opts    Options
-	b       backend.Backend
-	harness harness.Runner
-	mu      sync.Mutex // serializes Progress calls
+	opts     Options
+	b        backend.Backend
+	runDir   string
+	harness  harness.Runner
+	measured measurements
+	mu       sync.Mutex // serializes Progress calls
 }
 
 func (r *runner) tasks(suite string) ([]task, error) {
@@ -257,6 +288,8 @@ func (r *runner) tasks(suite string) ([]task, error) {
 		return r.chaosTasks(), nil
 	case SuiteStress:
 		return r.stressTasks(), nil
+	case SuiteBench:
+		return r.benchTasks(), nil
 	}
 	return nil, errs.New(errs.Internal, "no tasks for suite %q", suite)
 }
@@ -269,7 +302,11 @@ func (r *runner) runSuite(suite string, tasks []task) (SuiteSummary, []harness.R
 	results := make([]harness.Result, len(tasks))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(r.opts.Workers, max(len(tasks), 1)) {
+	workers := r.opts.Workers
+	if suite == SuiteBench {
+		workers = 1 // timings: no neighbour on the other core
+	}
+	for range min(workers, max(len(tasks), 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -15,7 +15,7 @@ import (
 // jobs as goroutines on the run's backend. Every result under load must carry the bits of the
 // same graph run alone, and no monitor (RSS, goroutines, fds, temp files) may grow past its
 // allowance. The process mode and the planted leak run in suites/stress; artifacts go under
-// OutDir/stress/.
+// the run's folder, RUNDIR/stress/, and the report into RUNDIR/stress.json.
 const (
 	stressJobs     = 3
 	stressDuration = 3 * time.Second
@@ -32,7 +32,7 @@ func (r *runner) stressResult() harness.Result {
 	name := fmt.Sprintf("goroutines/jobs%d/%s", stressJobs, stressDuration)
 	res := harness.Result{Schema: harness.ResultSchema, Suite: SuiteStress, Case: name, Backend: env.Backend, Device: env.Device,
 		DeviceClass: env.DeviceClass, Seed: 1, Outputs: []harness.OutputResult{}, Env: env}
-	dir := filepath.Join(r.opts.OutDir, "stress")
+	dir := filepath.Join(r.runDir, "stress")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := stress.Run(ctx, stress.Options{Mode: "goroutines", Jobs: stressJobs, Backend: r.b, Duration: stressDuration, Seed: 1, OutDir: dir})
@@ -49,6 +49,7 @@ func (r *runner) stressResult() harness.Result {
 		res.Verdict = harness.VerdictPass
 	}
 	if rep != nil {
+		r.measured.setStress(rep)
 		res.Labels = []string{fmt.Sprintf("%d graphs under load", rep.Graphs), fmt.Sprintf("%d mismatches", rep.Mismatches), fmt.Sprintf("%d leaks", rep.LeakCount)}
 	}
 	return res

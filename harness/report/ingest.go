@@ -65,6 +65,69 @@ func (db *DB) IngestBytes(ctx context.Context, name string, data []byte, o Inges
 	if err != nil {
 		return IngestResult{}, err
 	}
+	return db.ingestParsed(ctx, name, p, data, o)
+}
+
+// IngestRun stores one run of `tessera-qa run` as one run of the store: its results file
+// (every verdict, and the run's metadata) together with the measurement files it wrote beside
+// it (chaos, stress, collectives and bench JSON). Each file is read and validated as
+// IngestFile does; of a measurement file only the metrics and bench rows are kept, since its
+// verdicts are already in the results file (as the job's cases), and keeping both would
+// count each scenario, workload and collective twice. Nothing is written if any file fails
+// validation.
+func (db *DB) IngestRun(ctx context.Context, results string, measurements []string, o IngestOptions) (IngestResult, error) {
+	p, data, err := parseRun(results, measurements)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	return db.ingestParsed(ctx, results, p, data, o)
+}
+
+// CheckRun validates a run's files as IngestRun reads them, without a store, and says what it
+// would ingest.
+func CheckRun(results string, measurements []string) (IngestResult, error) {
+	p, _, err := parseRun(results, measurements)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	return IngestResult{Source: results, Kind: p.Kind, Rows: p.Batch.Rows()}, nil
+}
+
+// parseRun reads and merges a run's files (IngestRun); the bytes returned identify the run.
+func parseRun(results string, measurements []string) (*parse.Report, []byte, error) {
+	read := func(path string) (*parse.Report, []byte, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, nil, errs.New(errs.Input, "report %s: %v", path, err)
+		}
+		if len(data) > parse.MaxFileBytes {
+			return nil, nil, errs.New(errs.Input, "report %s: larger than %d bytes", path, parse.MaxFileBytes)
+		}
+		p, err := parse.Parse(path, data)
+		return p, data, err
+	}
+	p, data, err := read(results)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.Kind != "results" {
+		return nil, nil, errs.New(errs.Input, "report %s: a %s report, not the results file of a run", results, p.Kind)
+	}
+	all := append([]byte(nil), data...)
+	for _, path := range measurements {
+		m, mdata, err := read(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.Batch.Metrics = append(p.Batch.Metrics, m.Batch.Metrics...)
+		p.Batch.Bench = append(p.Batch.Bench, m.Batch.Bench...)
+		all = append(append(all, 0), mdata...)
+	}
+	return p, all, nil
+}
+
+// ingestParsed writes a validated report as one run; data (the bytes read) identify it.
+func (db *DB) ingestParsed(ctx context.Context, name string, p *parse.Report, data []byte, o IngestOptions) (IngestResult, error) {
 	b := &p.Batch
 	b.Run.Kind = p.Kind
 	b.Run.Source = parse.Text(name)

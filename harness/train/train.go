@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -109,6 +110,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if (cfg.CheckpointEvery > 0 || cfg.Resume) && cfg.CheckpointDir == "" {
 		return nil, errs.New(errs.Input, "train: --checkpoint-every and --resume need --checkpoint-dir")
+	}
+	// A fresh run into a folder that holds another run's checkpoints would fail at its first
+	// checkpoint (a committed step is never rewritten) after training that far; say so before
+	// any work, with both ways on (issue 21: every verb is rerunnable in place).
+	if !cfg.Resume && cfg.CheckpointEvery > 0 {
+		// step-NNNNNNNN/manifest.json: checkpoint.StepDirName's layout, so name order is step order.
+		if old, _ := filepath.Glob(filepath.Join(cfg.CheckpointDir, "step-*", "manifest.json")); len(old) > 0 {
+			return nil, errs.New(errs.Input, "train: %s already holds checkpoints of a run (%d committed steps, the newest %s): --resume continues it, another --checkpoint-dir starts afresh (a checkpoint is never overwritten)",
+				cfg.CheckpointDir, len(old), filepath.Base(filepath.Dir(old[len(old)-1])))
+		}
 	}
 	rank, world := 0, 1
 	if cfg.Comm != nil {

@@ -1,23 +1,21 @@
 package dashboard
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"image"
 	"image/png"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/tessera-qa/tessera-qa/internal/headless"
 )
 
-const chromium = "/usr/bin/chromium"
+const chromium = headless.Chromium
 
 // browserPage is one page the browser loads, with what its DOM and screenshot must show.
 type browserPage struct {
@@ -118,29 +116,7 @@ func TestDashboardInChromium(t *testing.T) {
 	wg.Wait()
 }
 
-// browse loads url in headless Chromium and returns the DOM after load; the same launch writes
-// a 1280x900 screenshot to shot.
-func browse(url, shot string) (string, error) {
-	profile, err := os.MkdirTemp("", "chromium-profile-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(profile)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+profile,
-		"--window-size=1280,900", "--screenshot="+shot, "--dump-dom", url)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("chromium: %v: %s", err, lastLines(stderr.String(), 5))
-	}
-	if !strings.Contains(out.String(), "</html>") {
-		return "", fmt.Errorf("chromium printed no DOM: %s", lastLines(stderr.String(), 5))
-	}
-	return out.String(), nil
-}
+func browse(url, shot string) (string, error) { return headless.Browse(url, shot) }
 
 // Chromium serializes every attribute value in double quotes with '"' escaped, so these
 // find each start tag and each attribute name without mistaking a value for markup.
@@ -260,12 +236,4 @@ func close3(a, b [3]uint8, tol int) bool {
 		}
 	}
 	return true
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }

@@ -243,6 +243,9 @@ func (s *Site) repro(ctx context.Context) (reproData, error) {
 type flakyData struct {
 	base
 	Flaky []report.FlakySpec
+	// Runs and Results say what "no flaky specs" was judged over (a fresh store's one run
+	// reads differently from a year of nightlies).
+	Runs, Results int
 }
 
 func (s *Site) flaky(ctx context.Context) (flakyData, error) {
@@ -250,7 +253,11 @@ func (s *Site) flaky(ctx context.Context) (flakyData, error) {
 	if err != nil {
 		return flakyData{}, err
 	}
-	return flakyData{base: s.base("Flaky specs", PageFlaky), Flaky: f}, nil
+	ov, err := s.db.Overview(ctx)
+	if err != nil {
+		return flakyData{}, err
+	}
+	return flakyData{base: s.base("Flaky specs", PageFlaky), Flaky: f, Runs: ov.Runs, Results: ov.Results}, nil
 }
 
 type metricsData struct {
@@ -260,7 +267,10 @@ type metricsData struct {
 
 type metricKind struct {
 	Kind, Title, About string
-	Note               string // a caveat shown under About (partitions: what green contexts share)
+	// Empty says, while the store has none, what would fill the part: a reader of a fresh
+	// store (after one `tessera-qa run`) learns whether it is missing or not measured here.
+	Empty string
+	Note  string // a caveat shown under About (partitions: what green contexts share)
 	// Groups, when set, sort a section's charts under titled groups; a metric no group takes
 	// is in the section's table only. Without groups every metric gets a chart.
 	Groups   []chartGroupSpec
@@ -316,13 +326,15 @@ const partitionsNote = "Green contexts isolate SMs only: memory bandwidth and L2
 func (s *Site) metrics(ctx context.Context) (metricsData, error) {
 	d := metricsData{base: s.base("Chaos, stress, partitions and compile cost", PageMetrics)}
 	for _, k := range []metricKind{
-		{Kind: "chaos", Title: "Chaos", About: "fault injection scenarios: recovery time, lost work, verdict per run"},
+		{Kind: "chaos", Title: "Chaos", About: "fault injection scenarios: recovery time, lost work, verdict per run",
+			Empty: "tessera-qa run (its chaos suite) stores them, and so does report ingest of tessera-qa chaos --json FILE"},
 		{Kind: "stress", Title: "Stress", About: "concurrent workloads and soaks (tessera-qa stress --json): mismatches, leak slopes, latency under load, verdict per run",
-			Groups: stressGroups},
+			Groups: stressGroups, Empty: "tessera-qa run (its stress suite) stores them, and so does report ingest of tessera-qa stress --json FILE"},
 		{Kind: "partitions", Title: "Partitions", About: "the partitions suite's Ginkgo report: the interference ratio of each pair of SM partitions, and the golden catalogue's bits per SM count",
-			Note: partitionsNote, Groups: partitionsGroups},
+			Note: partitionsNote, Groups: partitionsGroups,
+			Empty: "measured only on a GPU (green contexts): ingest the partitions suite's Ginkgo report from a GPU runner; tessera-qa run does not measure it"},
 		{Kind: "compile", Title: "Compile cost", About: "the ptxas suite's Ginkgo report: what NVIDIA's assembler makes of the generator's kernels for sm_90, per code path, on the golden catalogue and on the same random graphs each CI run",
-			Groups: compileGroups},
+			Groups: compileGroups, Empty: "needs NVIDIA's ptxas: ingest the ptxas suite's Ginkgo report from a machine with the CUDA toolkit; tessera-qa run does not measure it"},
 	} {
 		secs, err := s.db.Metrics(ctx, k.Kind)
 		if err != nil {

@@ -115,11 +115,15 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 			if err != nil {
 				return errs.New(errs.Internal, "chaos: cannot find this program to start its ranks: %v", err)
 			}
-			if artifacts == "" {
-				artifacts = filepath.Join("tessera-qa-out", "chaos", time.Now().Format("20060102-150405")+"-"+strconv.Itoa(os.Getpid()))
-				if cluster != nil {
-					artifacts = filepath.Join("tessera-qa-out", "chaos", cluster.JobID)
-				}
+			switch {
+			case artifacts == "" && cluster != nil:
+				artifacts = filepath.Join("tessera-qa-out", "chaos", cluster.JobID)
+			case artifacts == "":
+				artifacts = filepath.Join("tessera-qa-out", "chaos", runFolderName())
+			case cluster == nil:
+				// Agents of a cluster job share --artifacts and must agree on it: only a
+				// single-node run moves aside from an earlier run.
+				artifacts = freshArtifacts(e.stderr, "chaos", artifacts, "*/history-agent-*.jsonl")
 			}
 			w := e.human(jsonPath)
 			host, _ := os.Hostname()

@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/harness/report"
 	"github.com/tessera-qa/tessera-qa/harness/report/store"
+	"github.com/tessera-qa/tessera-qa/job"
 )
 
 func init() { registerVerb(newReportCmd) }
@@ -154,8 +155,13 @@ func newReportIngestCmd(e *env) *cobra.Command {
 		Long: `Validate each file and store it as one run, in one transaction: a file is stored whole or not
 at all, and a file that fails validation changes nothing. The kind is recognized from the
 content. A file already stored (same bytes and run metadata) is skipped. Every file is tried; the exit status is
-2 if any was refused.`,
+2 if any was refused.
+
+A PATH that is a run folder of "tessera-qa run" (DIR/runs/TIME-PID) is stored as that run does
+it: its results.json and the measurements beside it (chaos.json, stress.json,
+collectives.json, bench.json: metrics and bench rows) as one run.`,
 		Example: `  tessera-qa report ingest tessera-qa-out/results.json
+  tessera-qa report ingest tessera-qa-out/runs/20261201-214116-4242
   go tool ginkgo -r --json-report=ginkgo.json && tessera-qa report ingest ginkgo.json --event nightly
   tessera-qa report ingest bench.json --db postgres://qa@db.internal/tessera
   tessera-qa stress --jobs 8 --mode processes --duration 10m --json soak.json && tessera-qa report ingest soak.json`,
@@ -219,6 +225,17 @@ content. A file already stored (same bytes and run metadata) is skipped. Every f
 }
 
 func ingestOne(ctx context.Context, db *report.DB, path string, o report.IngestOptions) (report.IngestResult, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		// A run folder of `tessera-qa run` (DIR/runs/TIME-PID): its results and measurements, one run.
+		results, ms, err := job.RunFolderFiles(path)
+		if err != nil {
+			return report.IngestResult{}, err
+		}
+		if db != nil {
+			return db.IngestRun(ctx, results, ms, o)
+		}
+		return report.CheckRun(results, ms)
+	}
 	if db == nil {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -539,10 +556,12 @@ func addRunDBFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "db", "", "also store the results in this history (SQLite `PATH` or postgres:// URL; default DIR/results.db; \"none\" to skip)")
 }
 
-// ingestRunResults stores results.json of a finished run. A failure is a warning on stderr,
-// never an error: the results are safe in results.json and `report ingest` can store them
-// later. It returns the warning, if any, for tests.
-func ingestRunResults(ctx context.Context, w, stderr io.Writer, db, outDir, results string) string {
+// ingestRunResults stores results.json of a finished run with its measurement files (chaos,
+// stress, collectives, bench JSON in the run folder) as one run. A failure is a warning on
+// stderr, never an error: the results are safe in results.json and `report ingest` can store
+// them later. It returns the warning, if any, for tests.
+func ingestRunResults(ctx context.Context, w, stderr io.Writer, db, outDir string, rep *job.Report) string {
+	results, measurements := rep.RunResults(), rep.Measurements
 	if db == "none" {
 		return ""
 	}
@@ -551,7 +570,7 @@ func ingestRunResults(ctx context.Context, w, stderr io.Writer, db, outDir, resu
 	}
 	warn := func(err error) string {
 		msg := fmt.Sprintf("tessera-qa: warning: results not stored in %s: %s (they are in %s; store them later with: tessera-qa report ingest %s)",
-			db, oneLine(err.Error()), results, results)
+			db, oneLine(err.Error()), rep.RunDir, rep.RunDir)
 		fmt.Fprintln(stderr, msg)
 		return msg
 	}
@@ -560,10 +579,10 @@ func ingestRunResults(ctx context.Context, w, stderr io.Writer, db, outDir, resu
 		return warn(err)
 	}
 	defer h.Close()
-	res, err := h.IngestFile(ctx, results, report.IngestOptions{Fallback: detectMeta()})
+	res, err := h.IngestRun(ctx, results, measurements, report.IngestOptions{Fallback: detectMeta()})
 	if err != nil {
 		return warn(err)
 	}
-	fmt.Fprintf(w, "history %s (run %d)\n", db, res.RunID)
+	fmt.Fprintf(w, "history %s (run %d)\ndashboard: tessera-qa dashboard serve --db %s\n", db, res.RunID, db)
 	return ""
 }

@@ -131,7 +131,7 @@ func TestRunStoresItsResults(t *testing.T) {
 	out2 := t.TempDir()
 	o = cli(t, "run", "--suite", "smoke", "--smoke", "2", "--seed", "1", "--out", out2, "--db", filepath.Join(blocker, "sub", "x.db"))
 	o.want(t, ExitOK, "")
-	if !strings.Contains(o.stderr, "warning: results not stored") || !strings.Contains(o.stderr, "report ingest "+filepath.Join(out2, "results.json")) {
+	if !strings.Contains(o.stderr, "warning: results not stored") || !strings.Contains(o.stderr, "report ingest "+filepath.Join(out2, "runs")+string(filepath.Separator)) {
 		t.Fatalf("no warning:\n%s", o.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(out2, "results.json")); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +17,10 @@ import (
 // maxListed caps the failing cases listed after the summary; results.json has them all.
 const maxListed = 20
 
+// DefaultKeepRuns bounds DIR/runs for someone who reruns in place all day (a run folder is
+// about 5 MB: results.json, chaos checkpoints, junit.xml).
+const DefaultKeepRuns = 20
+
 func newRunCmd(e *env) *cobra.Command {
 	var (
 		opts     job.Options
@@ -23,7 +29,7 @@ func newRunCmd(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "The main job: golden checks, determinism and a randomized smoke test on the best backend",
+		Short: "The main job: golden checks, determinism, smoke, collectives, training, chaos, stress and CPU benchmarks",
 		Long: `Run the main QA job on the best available backend (cuda if available, else cpu):
 
   golden       every golden case against the embedded golden files
@@ -33,10 +39,22 @@ func newRunCmd(e *env) *cobra.Command {
   collectives  a short in-process collectives check on 4 ranks (every op on f32, bf16 and
                int32, exact-mode all_reduce): no wrong element, the bits hold; see
                "tessera-qa collectives" for the full one
+  training     the reference training workload for a few steps: repeats, data and tensor
+               parallel in process, checkpoint and resume (cpu)
+  chaos        three in-process fault scenarios (a flipped bit, a duplicated frame, a NaN):
+               each detected, recovered from a checkpoint, final bits as the fault-free run's
+  stress       a 3 s goroutine soak: every result under load as the same graph alone, no leak
+  bench        cpu-backend timings of three kernels and two training steps against the
+               golden model in the same process (ratios: the regression gate watches them)
 
-Writes DIR/results.json (harness results), DIR/junit.xml, and a replay manifest per failing
-case under DIR/replay/ (replay one with "tessera-qa replay FILE"). Exit 0 when every check
-passed, 1 when any failed, 3 when --backend names a backend that cannot run here.`,
+Each run writes into a folder of its own, DIR/runs/TIME-PID/: results.json (harness
+results), junit.xml, a replay manifest per failing case under replay/ (replay one with
+"tessera-qa replay FILE"), the chaos and stress artifacts, and what was measured (chaos.json,
+stress.json, collectives.json, bench.json). DIR/results.json and DIR/junit.xml are copies of
+the latest run's. Everything goes into the results store DIR/results.db as one run (--db), so
+"tessera-qa dashboard serve" and "tessera-qa gate" show it. Runs in the same DIR never mix;
+the oldest run folders beyond --keep are removed after a run (and listed). Exit 0 when every
+check passed, 1 when any failed, 3 when --backend names a backend that cannot run here.`,
 		Example: `  tessera-qa run
   tessera-qa run --backend cpu --seed 42 --smoke 200
   tessera-qa run --suite smoke --smoke 500 --json -`,
@@ -57,7 +75,11 @@ passed, 1 when any failed, 3 when --backend names a backend that cannot run here
 			b := choice.Backend
 			fmt.Fprintf(w, "backend %s: %s (%s)\n", b.Name(), b.Device(), choice.Reason)
 			fmt.Fprintf(w, "smoke seed %d (%d graphs; rerun with --seed %d)\n", opts.Seed, opts.Smoke, opts.Seed)
+			if opts.Keep < 0 {
+				return usage(cmd, "--keep must be >= 0, got %d", opts.Keep)
+			}
 			opts.Chosen = &choice
+			opts.Command = "tessera-qa " + strings.Join(os.Args[1:], " ")
 			prog := newProgress(e.stderr)
 			opts.Progress = prog
 			rep, err := job.Run(opts)
@@ -65,7 +87,7 @@ passed, 1 when any failed, 3 when --backend names a backend that cannot run here
 			if err != nil {
 				return err
 			}
-			ingestRunResults(cmd.Context(), w, e.stderr, dbPath, opts.OutDir, rep.ResultsPath)
+			ingestRunResults(cmd.Context(), w, e.stderr, dbPath, opts.OutDir, rep)
 			printRunSummary(w, rep)
 			if err := e.writeJSON(jsonPath, runJSON{Report: rep, Passed: rep.OK(), Version: version.Version}); err != nil {
 				return err
@@ -80,8 +102,9 @@ passed, 1 when any failed, 3 when --backend names a backend that cannot run here
 	f.StringVar(&opts.Backend, "backend", "", "backend to run on (default: cuda if available, else cpu); see tessera-qa devices")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the smoke generator (default: random, printed)")
 	f.IntVar(&opts.Smoke, "smoke", job.DefaultSmoke, "number of random smoke graphs")
-	f.StringVar(&opts.OutDir, "out", "tessera-qa-out", "`DIR` for results.json, junit.xml and replay/")
-	f.StringSliceVar(&opts.Suites, "suite", nil, "run only these suites: golden, determinism, smoke, collectives (comma-separated)")
+	f.StringVar(&opts.OutDir, "out", "tessera-qa-out", "`DIR` for the run folders (runs/TIME-PID/), the latest results.json and junit.xml, and results.db")
+	f.IntVar(&opts.Keep, "keep", DefaultKeepRuns, "run folders kept in DIR/runs, this one included; older ones are removed (0: keep all)")
+	f.StringSliceVar(&opts.Suites, "suite", nil, "run only these suites: "+strings.Join(job.Suites, ", ")+" (comma-separated)")
 	f.IntVar(&opts.Workers, "workers", 0, "cases run concurrently (default: GOMAXPROCS)")
 	addJSONFlag(cmd, &jsonPath)
 	addRunDBFlag(cmd, &dbPath)
@@ -106,7 +129,10 @@ func printRunSummary(w io.Writer, rep *job.Report) {
 		p, f, x = p+s.Passed, f+s.Failed, x+s.Errors
 	}
 	fmt.Fprintf(w, row, "total", p, f, x, seconds(time.Duration(rep.Seconds*float64(time.Second))))
-	fmt.Fprintf(w, "\nresults %s\njunit   %s\n", rep.ResultsPath, rep.JUnitPath)
+	fmt.Fprintf(w, "\nresults %s\njunit   %s\nrun     %s (this run's artifacts, measurements and copies of both)\n", rep.ResultsPath, rep.JUnitPath, rep.RunDir)
+	if len(rep.Pruned) > 0 {
+		fmt.Fprintf(w, "removed %d oldest run folders (--keep): %s\n", len(rep.Pruned), strings.Join(rep.Pruned, " "))
+	}
 	fails := rep.Failures()
 	if len(fails) == 0 {
 		fmt.Fprintln(w, "PASS")

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +40,7 @@ func junitCounts(t *testing.T, out string) (tests, failures int) {
 
 func replayFiles(t *testing.T, out string) []string {
 	t.Helper()
-	fs, err := filepath.Glob(filepath.Join(out, "replay", "*.replay.json"))
+	fs, err := filepath.Glob(filepath.Join(out, job.RunsDir, "*", "replay", "*.replay.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +157,17 @@ func TestRunFailureLeavesReplayManifests(t *testing.T) {
 	}
 	cli(t, "replay", "--backend", "zz-missing", m).want(t, ExitMissing, "E_NO_DEVICE")
 
-	// A later run owns the replay folder: stale manifests go.
-	cli(t, "run", "--backend", "cpu", "--suite", "smoke", "--smoke", "2", "--out", out).want(t, ExitOK, "")
-	if fs := replayFiles(t, out); len(fs) != 0 {
-		t.Errorf("stale manifests survived a passing run: %v", fs)
+	// A later run has a folder of its own: its replay folder is empty, and the failing run's
+	// manifests (named by its results.json and the results store) are still there to replay.
+	o = cli(t, "run", "--backend", "cpu", "--suite", "smoke", "--smoke", "2", "--out", out, "--json", "-")
+	o.want(t, ExitOK, "")
+	var later runJSON
+	mustJSON(t, o.stdout, &later)
+	if fs, _ := filepath.Glob(filepath.Join(later.RunDir, "replay", "*")); len(fs) != 0 {
+		t.Errorf("a passing run's replay folder holds %v", fs)
+	}
+	if fs := replayFiles(t, out); !slices.Equal(fs, manifests) {
+		t.Errorf("manifests after a later run: %v, want the failing run's %v", fs, manifests)
 	}
 }
 

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -122,7 +120,9 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 				return errs.New(errs.Internal, "stress: cannot find this program to start its jobs: %v", err)
 			}
 			if out == "" {
-				out = filepath.Join("tessera-qa-out", "stress", time.Now().Format("20060102-150405")+"-"+strconv.Itoa(os.Getpid()))
+				out = filepath.Join("tessera-qa-out", "stress", runFolderName())
+			} else {
+				out = freshArtifacts(e.stderr, "stress", out, "history.jsonl", "plan.json")
 			}
 			devices := 0
 			if spread {
