@@ -546,7 +546,7 @@ func (a *agent) inproc(ctx context.Context) error {
 			go func() {
 				res, err := train.Run(bctx, cfg)
 				if err != nil {
-					w.record(Event{Kind: KindDetect, Code: string(errs.CodeOf(err)), Detail: err.Error()})
+					w.record(Event{Kind: KindDetect, Code: string(errs.CodeOf(err)), Detail: err.Error(), Field: dist.DesyncField(err)})
 					ts[r].Close()
 				} else if r == 0 {
 					digest = res.Digest

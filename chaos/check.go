@@ -302,9 +302,16 @@ func detection(evs []Event, ie *Event, ex Expect) *Event {
 		if e.Kind != KindDetect || e.T.Before(ie.T) || e.Attempt < ie.Attempt || e.Attempt > ie.Attempt+1 {
 			continue
 		}
-		if slices.Contains(ex.Detect, errs.Code(e.Code)) || failpoint.Enabled(failpoint.JudgeChaosAnyCodeDetects) {
+		if failpoint.Enabled(failpoint.JudgeChaosAnyCodeDetects) {
 			return e
 		}
+		if !slices.Contains(ex.Detect, errs.Code(e.Code)) {
+			continue
+		}
+		if e.Code == string(errs.Desync) && len(ex.Fields) > 0 && !slices.Contains(ex.Fields, e.Field) {
+			continue // a relayed abort, or the wrong field: not this fault's detection
+		}
+		return e
 	}
 	return nil
 }
@@ -345,7 +352,11 @@ func expectString(ex Expect) string {
 	if len(ex.Detect) == 0 {
 		return "tolerate"
 	}
-	return "detect " + strings.Join(codeStrings(ex.Detect), "|")
+	s := "detect " + strings.Join(codeStrings(ex.Detect), "|")
+	if len(ex.Fields) > 0 {
+		s += " (E_DESYNC naming " + strings.Join(ex.Fields, "|") + ")"
+	}
+	return s
 }
 
 func codeStrings(cs []errs.Code) []string {

@@ -334,3 +334,31 @@ func TestCheckDetectionNeedsTheFaultsCode(t *testing.T) {
 		}
 	}
 }
+
+// A corrupted payload is detected only by the receiver's checksum: an E_DESYNC that names
+// another header field (or none: a peer relaying the victim's abort) is not its detection.
+func TestCheckCorruptionNeedsTheChecksumField(t *testing.T) {
+	ref := testRef(60)
+	sc := &Scenario{Name: "t", World: 3, Steps: 60, CheckpointEvery: 10, Faults: []Injection{{Fault: &Corrupt{}, Rank: 1, Step: 35}}}
+	if err := sc.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		field  string
+		passes bool
+	}{{"crc", true}, {"seq", false}, {"", false}} {
+		h := newHist().attempt(0, 3, 0, 35, 10, ref)
+		h.add(Event{Kind: KindInject, Attempt: 0, Rank: 1, Step: 35, Fault: "f0", Name: "net/corrupt"})
+		h.wait(300 * time.Millisecond).add(Event{Kind: KindDetect, Attempt: 0, Rank: 0, Code: "E_DESYNC", Field: tc.field, Detail: "frame refused"})
+		h.add(Event{Kind: KindRestart, Attempt: 1, Rank: -1})
+		h.attempt(1, 3, 30, 60, 10, ref).finish(1, ref)
+		r := check(t, sc, ref, h)
+		if tc.passes {
+			if !r.Passed || r.Faults[0].Outcome != "detected" {
+				t.Errorf("field %q: the checksum's detection failed: %v %+v", tc.field, r.Violations, r.Faults[0])
+			}
+			continue
+		}
+		wantViolation(t, r, "f0 net/corrupt injected at step 35 of attempt 0 (rank 1) was never detected (want E_DESYNC)")
+	}
+}

@@ -55,6 +55,10 @@ type Expect struct {
 	// Detect lists the error codes that count as detecting the fault, on any rank. Empty: the
 	// fault is one the job tolerates (it must still end with the fault-free run's bits).
 	Detect []errs.Code
+	// Fields, when set, are the frame header fields an E_DESYNC detection must name
+	// (dist.DesyncField) to count: a corrupted payload is a crc error, and an E_DESYNC for
+	// any other field would mean the receiver caught it by luck.
+	Fields []string
 	// Restart: detecting it fails the attempt, and the group must restart and resume.
 	Restart bool
 }

@@ -40,7 +40,7 @@ func (*Drop) Name() string          { return "net/drop" }
 func (*Drop) Site() Site            { return SiteRank }
 func (*Drop) Available(r Run) error { return netAvailable("net/drop", r) }
 func (*Drop) Expect(Run) Expect {
-	return Expect{Detect: codes(errs.TimeoutComm, errs.Desync), Restart: true}
+	return Expect{Detect: codes(errs.TimeoutComm, errs.Desync), Fields: []string{"seq", "part"}, Restart: true}
 }
 func (d *Drop) Inject(ctx context.Context, t Target) (string, error) {
 	n := max(d.Frames, 1)
@@ -71,7 +71,9 @@ type Corrupt struct {
 func (*Corrupt) Name() string          { return "net/corrupt" }
 func (*Corrupt) Site() Site            { return SiteRank }
 func (*Corrupt) Available(r Run) error { return netAvailable("net/corrupt", r) }
-func (*Corrupt) Expect(Run) Expect     { return Expect{Detect: codes(errs.Desync), Restart: true} }
+func (*Corrupt) Expect(Run) Expect {
+	return Expect{Detect: codes(errs.Desync), Fields: []string{"crc"}, Restart: true}
+}
 func (c *Corrupt) Inject(ctx context.Context, t Target) (string, error) {
 	tp := t.Tap()
 	var flipped int
@@ -114,7 +116,7 @@ func (*Duplicate) Name() string          { return "net/duplicate" }
 func (*Duplicate) Site() Site            { return SiteRank }
 func (*Duplicate) Available(r Run) error { return netAvailable("net/duplicate", r) }
 func (*Duplicate) Expect(Run) Expect {
-	return Expect{Detect: codes(errs.Desync, errs.TimeoutComm), Restart: true}
+	return Expect{Detect: codes(errs.Desync, errs.TimeoutComm), Fields: []string{"seq", "part"}, Restart: true}
 }
 func (*Duplicate) Inject(ctx context.Context, t Target) (string, error) {
 	what, err := t.Tap().armOnce(ctx, frameWait, dataFrame(-1), func(_ context.Context, _ int, f *dist.Frame) []*dist.Frame {

@@ -45,6 +45,7 @@ type Event struct {
 	Name    string    `json:"name,omitempty"`  // the fault's kind (rank/kill ...)
 	Code    string    `json:"code,omitempty"`  // an error code (detect), or an exit code (rank_exit, job_end)
 	Detail  string    `json:"detail,omitempty"`
+	Field   string    `json:"field,omitempty"`   // detect: the frame header field an E_DESYNC names (dist.DesyncField)
 	Bits    string    `json:"bits,omitempty"`    // step: the loss's bits
 	Damaged int       `json:"damaged,omitempty"` // inject: the committed checkpoint step the fault made unusable
 	PID     int       `json:"pid,omitempty"`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -296,7 +297,7 @@ func RunRank(ctx context.Context, out io.Writer) error {
 	}()
 	res, err := train.Rank(ctx, cfg)
 	if err != nil {
-		w.record(Event{Kind: KindDetect, Code: string(errs.CodeOf(err)), Detail: err.Error()})
+		w.record(Event{Kind: KindDetect, Code: string(errs.CodeOf(err)), Detail: err.Error(), Field: dist.DesyncField(err)})
 		w.stop()
 		return err
 	}

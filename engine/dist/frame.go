@@ -90,9 +90,10 @@ type Header struct {
 	Aux   uint32         // op-specific: root for broadcast, number of contributions for reductions
 	Count uint64         // elements in the payload
 	CRC   uint32         // CRC32C (Castagnoli) of the payload
-	// Part is the frame's place among the frames one call sends one peer under one op: the
-	// segment of a pipelined reduction, 0 where a call sends one frame. Without it two
-	// segments of equal size swapped in transit were each a valid frame, and became data.
+	// Part is the frame's place among the frames one call sends one peer, counted across the
+	// call's phases: the segments of a pipelined reduction's two phases, 0 where a call sends
+	// one frame. Without it two segments of equal size swapped in transit were each a valid
+	// frame, and became data.
 	Part uint32
 }
 
@@ -226,8 +227,9 @@ type Expect struct {
 }
 
 // Check compares f with e one field at a time, in the order that names the likeliest cause
-// first (a frame of another call is a seq error, not an op error), then the payload's length
-// and checksum. nil: f is the frame expected.
+// first (a frame of another call is a seq error, a frame of another place in this call a part
+// error, not an op error), then the payload's length and checksum. nil: f is the frame
+// expected.
 func (e Expect) Check(f *Frame) *FieldError {
 	h := f.Header
 	bad := func(field string, got, want any, why string) *FieldError {
@@ -242,16 +244,16 @@ func (e Expect) Check(f *Frame) *FieldError {
 		return bad("seq", h.Seq, e.Seq, "a frame of an earlier call: duplicated or replayed")
 	case h.Seq > e.Seq && !failpoint.Enabled(failpoint.DistFrameSeqUnchecked):
 		return bad("seq", h.Seq, e.Seq, "a frame of a later call: a frame of this one was lost, or the ranks made different numbers of calls")
+	case h.Part < e.Part && !failpoint.Enabled(failpoint.DistFramePartUnchecked):
+		return bad("part", h.Part, e.Part, "a part this call already had: duplicated, replayed or reordered")
+	case h.Part > e.Part && !failpoint.Enabled(failpoint.DistFramePartUnchecked):
+		return bad("part", h.Part, e.Part, "a later part: reordered, or one was lost")
 	case h.Op != e.Op:
 		return bad("op", h.Op, e.Op, "the ranks called different collectives")
 	case h.Red != e.Red:
 		return bad("red", h.Red, e.Red, "the ranks called with different reductions")
 	case h.DType != e.DType && !failpoint.Enabled(failpoint.DistFrameDTypeUnchecked):
 		return bad("dtype", h.DType, e.DType, "the ranks called with different dtypes")
-	case h.Part < e.Part && !failpoint.Enabled(failpoint.DistFramePartUnchecked):
-		return bad("part", h.Part, e.Part, "a part this call already had: duplicated, replayed or reordered")
-	case h.Part > e.Part && !failpoint.Enabled(failpoint.DistFramePartUnchecked):
-		return bad("part", h.Part, e.Part, "a later part: reordered, or one was lost")
 	case e.CheckAux && h.Aux != e.Aux:
 		return bad("aux", h.Aux, e.Aux, "the ranks are in different phases or called with different roots")
 	case e.Count >= 0 && h.Count != uint64(e.Count):

@@ -85,7 +85,10 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 					return cl.commErr(cl.ctx.Err(), p, "sending to")
 				}
 				a, b := seg(hi-lo, k)
-				if err := cl.sendSeq(p, opB, 0, cl.seq, uint32(k), mine[a*size:b*size], sums[k]); err != nil {
+				// Parts count on across the phases, so a frame of the first phase arriving in
+				// the second is a part this call already had, not another op.
+				part := uint32(segments(phi-plo, per) + k)
+				if err := cl.sendSeq(p, opB, 0, cl.seq, part, mine[a*size:b*size], sums[k]); err != nil {
 					return err
 				}
 			}
@@ -120,7 +123,7 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 			}
 			for k := range segments(phi-plo, per) {
 				a, b := seg(phi-plo, k)
-				f, err := cl.recvSeq(p, opB, cl.seq, uint32(k), b-a)
+				f, err := cl.recvSeq(p, opB, cl.seq, uint32(nseg+k), b-a)
 				if err != nil {
 					return err
 				}
