@@ -125,6 +125,21 @@ var catalogue = []Fault{
 	{Name: fp.DistBucketOnlyFirstReduced, Layer: LayerDist, Hook: "engine/dist/dtensor/exec.go ExecBucket", Ops: []string{"all_reduce"},
 		Breaks: "a mesh program's bucket step hands only its first tensor to the collective: every other weight gradient of a tensor-parallel step stays this rank's own, not summed over dp, and every rank still finishes without an error"},
 
+	// Shard pass rules: each breaks one rule for the layouts it applies to; only a run of that
+	// rule under those layouts (suites/sharded, "Each rule of the shard pass") shows it.
+	{Name: fp.ShardReduceNotCombined, Layer: LayerCompiler, Hook: "engine/compiler/shard.go (*sharder).reduce", Ops: []string{"reduce_sum", "reduce_mean", "reduce_max"}, First: []string{"sharded"},
+		Breaks: "a reduction over a sharded dim keeps each rank's partial result: no all_reduce is inserted, and every rank holds its own block's sum as the whole"},
+	{Name: fp.ShardMeanCombinedAsSum, Layer: LayerCompiler, Hook: "engine/compiler/shard.go (*sharder).reduce", Ops: []string{"reduce_mean"}, First: []string{"sharded"},
+		Breaks: "a mean over a sharded dim combines the ranks' local means with sum instead of avg: the result is the mesh axis's size times too large"},
+	{Name: fp.ShardRowwiseShardsKept, Layer: LayerCompiler, Hook: "engine/compiler/shard.go (*sharder).rowwise", Ops: []string{"softmax", "log_softmax", "layernorm", "rmsnorm"}, First: []string{"sharded"},
+		Breaks: "softmax and the norms run on a row that is sharded along its own axis without gathering it first: each rank normalises its block of the row alone"},
+	{Name: fp.ShardMatmulKSumDropped, Layer: LayerCompiler, Hook: "engine/compiler/shard.go (*sharder).matmul", Ops: matmulOps, First: []string{"sharded"},
+		Breaks: "a matmul whose K dim is sharded is not marked pending a sum over that axis: each rank's partial product stands as the whole result"},
+	{Name: fp.ShardCausalQueriesSplit, Layer: LayerCompiler, Hook: "engine/compiler/shard.go (*sharder).attention", Ops: []string{"attention"}, First: []string{"sharded"},
+		Breaks: "causal attention keeps the queries sharded along the sequence: each rank's causal mask counts positions from its own first query, so later blocks see too few keys"},
+	{Name: fp.ShardReshapeMergeInnerOK, Layer: LayerCompiler, Hook: "engine/compiler/shard.go (*sharder).reshapeLayout", Ops: []string{"reshape"}, First: []string{"sharded"},
+		Breaks: "a reshape that merges dims keeps an inner dim's sharding instead of gathering it: the merged dim's blocks are strided pieces, not the contiguous blocks its layout says"},
+
 	// Frame checks: each drops the receiver's check of one header field; only a frame wrong
 	// in that field alone (collectives/framefaults) shows it.
 	{Name: fp.DistFrameSeqUnchecked, Layer: LayerDist, Hook: "engine/dist/frame.go (Expect).Check", Ops: []string{"all_gather"}, First: []string{"frames"},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 )
 
@@ -368,7 +369,7 @@ func (s *sharder) reduce(n *graph.Node, ins []*graph.Value) (*graph.Value, error
 			}
 		}
 	}
-	if len(pending) == 0 {
+	if len(pending) == 0 || failpoint.Enabled(failpoint.ShardReduceNotCombined) {
 		return s.emit(n, n.Attrs, out, x)
 	}
 	local, err := s.add(s.fresh(n.Output.Name+".local"), n.Op, n.Attrs, out, x)
@@ -376,7 +377,11 @@ func (s *sharder) reduce(n *graph.Node, ins []*graph.Value) (*graph.Value, error
 		return nil, err
 	}
 	for _, a := range pending {
-		if local, err = s.coll(local, "all_reduce", a, graph.Attrs{"op": graph.String(reduceColl[n.Op])}, out); err != nil {
+		red := reduceColl[n.Op]
+		if red == "avg" {
+			red = failpoint.Pick(failpoint.ShardMeanCombinedAsSum, red, "sum")
+		}
+		if local, err = s.coll(local, "all_reduce", a, graph.Attrs{"op": graph.String(red)}, out); err != nil {
 			return nil, err
 		}
 	}
@@ -397,7 +402,7 @@ func (s *sharder) rowwise(n *graph.Node, ins []*graph.Value) (*graph.Value, erro
 			return nil, err
 		}
 	}
-	if a := l.Dims[row]; a != "" {
+	if a := l.Dims[row]; a != "" && !failpoint.Enabled(failpoint.ShardRowwiseShardsKept) {
 		l.Dims[row] = ""
 		for d := range l.Dims {
 			isNorm := n.Op == "layernorm" || n.Op == "rmsnorm"
@@ -454,7 +459,7 @@ func (s *sharder) matmul(n *graph.Node, ins []*graph.Value) (*graph.Value, error
 	wa.Dims[aM], wa.Dims[aK] = tm, tk
 	wb.Dims[bK], wb.Dims[bN] = tk, tn
 	out.Dims[r-2], out.Dims[r-1] = tm, tn
-	if tk != "" {
+	if tk != "" && !failpoint.Enabled(failpoint.ShardMatmulKSumDropped) {
 		out.Partial = []string{tk}
 	}
 	if a, err = s.redistribute(a, wa); err != nil {
@@ -484,7 +489,7 @@ func (s *sharder) attention(n *graph.Node, ins []*graph.Value) (*graph.Value, er
 		t := pick.take(ls[0].Dims[d], ls[1].Dims[d], ls[2].Dims[d])
 		want[0].Dims[d], want[1].Dims[d], want[2].Dims[d], out.Dims[d] = t, t, t, t
 	}
-	if !n.BoolAttr("causal") {
+	if !n.BoolAttr("causal") || failpoint.Enabled(failpoint.ShardCausalQueriesSplit) {
 		t := pick.take(ls[0].Dims[r-2])
 		want[0].Dims[r-2], out.Dims[r-2] = t, t
 	}
@@ -526,7 +531,9 @@ func (s *sharder) reshapeLayout(l mesh.Layout, in, out []int) mesh.Layout {
 			}
 		case len(gj) == 1:
 			for _, d := range gi[1:] {
-				l.Dims[d] = ""
+				if !failpoint.Enabled(failpoint.ShardReshapeMergeInnerOK) {
+					l.Dims[d] = ""
+				}
 			}
 			res.Dims[gj[0]] = l.Dims[gi[0]]
 		default:

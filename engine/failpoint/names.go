@@ -55,6 +55,17 @@ const (
 	DistBucketOnlyFirstReduced = "dist/bucket/only-first-reduced"
 )
 
+// Shard pass rules (engine/compiler/shard.go): each breaks one rule for the layouts it
+// applies to; every other layout still runs right.
+const (
+	ShardReduceNotCombined   = "compiler/shard/reduce-over-sharded-axis-not-combined"
+	ShardMeanCombinedAsSum   = "compiler/shard/mean-combined-as-sum"
+	ShardRowwiseShardsKept   = "compiler/shard/rowwise-axis-kept-sharded"
+	ShardMatmulKSumDropped   = "compiler/shard/matmul-k-sum-dropped"
+	ShardCausalQueriesSplit  = "compiler/shard/causal-queries-sharded"
+	ShardReshapeMergeInnerOK = "compiler/shard/reshape-merge-keeps-inner-sharding"
+)
+
 // Frame checks (engine/dist/frame.go Expect.Check): each drops the receiver's check of one
 // header field.
 const (
@@ -87,6 +98,7 @@ func Names() []string {
 		CPUReduceRightToLeft, CPUSoftmaxSumNotRescaled, CPUMMARaggedColumn,
 		NumericsTiesAwayFromZero, GraphAttrValuesUnchecked,
 		DistBucketSlicesReversed, DistBucketOnlyFirstReduced,
+		ShardReduceNotCombined, ShardMeanCombinedAsSum, ShardRowwiseShardsKept, ShardMatmulKSumDropped, ShardCausalQueriesSplit, ShardReshapeMergeInnerOK,
 		DistFrameSeqUnchecked, DistFramePartUnchecked, DistFrameDTypeUnchecked, DistFrameCRCUnchecked,
 		OptimSGDNesterovIgnored, OptimSGDFirstStepDampened, OptimAdamWBiasCorrection2Off, OptimAdamWDecayCoupled, OptimAdamWEpsBeforeBC2,
 	}

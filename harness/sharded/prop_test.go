@@ -78,6 +78,12 @@ func TestAnyLayoutOfAnyInputGivesTheOneDeviceResult(t *testing.T) {
 	graphs := map[string]func() (*graph.Graph, error){"movement": movementGraph, "mlp": mlpGraph, "attention": attentionGraph, "layernorm": layernormGraph, "matmul": matmulGraph,
 		"heads": headsGraph, "heads-grad": headsGradGraph}
 	names := []string{"attention", "heads", "heads-grad", "layernorm", "matmul", "mlp", "movement"}
+	// Every rule of the shard pass on its own beside the composites (most draws are one-op
+	// rule graphs): the composites meet most rules under a few layouts only.
+	for _, r := range Rules() {
+		graphs["rule/"+r.Name] = r.Graph
+		names = append(names, "rule/"+r.Name)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		name := rapid.SampledFrom(names).Draw(rt, "graph")
 		g, err := graphs[name]()
