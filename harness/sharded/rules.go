@@ -50,7 +50,9 @@ func op(name string, attrs graph.Attrs) func(*graph.Builder, []*graph.Value) *gr
 func Rules() []Rule {
 	m2 := []int{8, 12}
 	axes := func(a ...int64) graph.Attrs { return graph.Attrs{"axes": graph.Ints(a...)} }
-	keep := func(a ...int64) graph.Attrs { return graph.Attrs{"axes": graph.Ints(a...), "keepdims": graph.Bool(true)} }
+	keep := func(a ...int64) graph.Attrs {
+		return graph.Attrs{"axes": graph.Ints(a...), "keepdims": graph.Bool(true)}
+	}
 	return []Rule{
 		{Name: "relu", Op: op("relu", nil), Inputs: [][]int{m2}, Sums: [][]int{nil}, K: 1},
 		{Name: "cast/bf16", Op: op("cast", graph.Attrs{"to": graph.DTypeAttr(numerics.BF16)}), Inputs: [][]int{m2}, Sums: [][]int{nil}, K: 1},
