@@ -32,7 +32,7 @@ func lower(s *state) error {
 		if isEmpty(gr.root().Output) && !failpoint.Enabled(failpoint.EmptyKernelLaunched) {
 			continue // lower_empty.go: nothing to write, and no backend launches a grid of 0
 		}
-		if readsEmpty(gr.root()) {
+		if needsFill(gr.root()) {
 			gr.sched = fillSchedule(gr.sched, gr.root())
 		}
 		if err := kb.lowerGroup(gr); err != nil {
@@ -138,7 +138,7 @@ func (b *kbuilder) round(x tile.Reg, dt numerics.DType) tile.Reg {
 
 func (b *kbuilder) lowerGroup(gr *group) error {
 	n := gr.root()
-	if readsEmpty(n) && n.Op != "concat" { // concat skips its empty pieces itself
+	if needsFill(n) {
 		return b.lowerFill(n, gr.sched)
 	}
 	switch n.Def().Kind {

@@ -33,6 +33,10 @@ func readsEmpty(n *graph.Node) bool {
 	return false
 }
 
+// needsFill reports whether n's kernel is a fill: it reads an empty operand into a non-empty
+// output. concat is not: it copies its non-empty pieces and skips the empty ones.
+func needsFill(n *graph.Node) bool { return readsEmpty(n) && n.Op != "concat" }
+
 // emptyValue is what node n gives when it reads an empty operand but its output is not empty:
 // the identity of its reduction, as PyTorch answers. Ops without one are refused by the
 // verifier (reduce_max over an empty axis) or cannot have a non-empty output from an empty
