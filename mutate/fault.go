@@ -114,6 +114,11 @@ var catalogue = []Fault{
 		Breaks: "a bucket's reduced buffers go back in reverse order: each tensor of a data-parallel step gets another tensor's average (or a truncated piece of it), every rank alike, so the ranks agree with each other and the bits repeat"},
 	{Name: fp.DistBucketOnlyFirstReduced, Layer: LayerDist, Hook: "engine/dist/dtensor/exec.go ExecBucket", Ops: []string{"all_reduce"},
 		Breaks: "a mesh program's bucket step hands only its first tensor to the collective: every other weight gradient of a tensor-parallel step stays this rank's own, not summed over dp, and every rank still finishes without an error"},
+	// issue 21, empty tensors (engine/compiler/lower_empty.go)
+	{Name: fp.EmptyReduceGarbage, Layer: LayerCompiler, Hook: "engine/compiler/lower_empty.go emptyValue", Ops: []string{"reduce_sum", "matmul", "batch_matmul", "scaled_matmul"},
+		Breaks: "the fill that stands for a sum over an empty axis (or a matmul with K = 0) writes 1, the identity of a product, instead of 0: a row with no tokens sums to 1, and every non-empty case still passes"},
+	{Name: fp.EmptyKernelLaunched, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lower", Ops: []string{"relu", "add", "softmax", "matmul", "reshape", "concat"},
+		Breaks: "a kernel is lowered for an empty output too: its grid is 0 CTAs, which the Tile IR verifier refuses (and cuLaunchKernel would), so every graph with an empty value fails to compile with E_INTERNAL"},
 }
 
 // Catalogue returns every planted fault, in a fixed order.
