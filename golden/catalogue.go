@@ -109,7 +109,7 @@ func SpecsFor(op string, dt numerics.DType) []Spec {
 	if d, ok := graph.Lookup(op); !ok || !d.Supports(dt) {
 		return nil
 	}
-	return append(f(op, dt), emptySpecs(op, dt)...) // catalogue_empty.go
+	return append(append(f(op, dt), emptySpecs(op, dt)...), emptyDistSpecs(op, dt)...) // catalogue_empty.go
 }
 
 // Pairs returns the (op, dtype) pairs the op registry declares, as FileName paths, sorted.

@@ -189,3 +189,31 @@ func emptyDists(c emptyCase) map[string]harness.Dist {
 // tolEmpty is exact: an empty output is compared by its type alone (harness.ModeEmpty), and a
 // non-empty one holds the value over nothing, which nothing was rounded to.
 func tolEmpty(graph.Type) harness.Tolerance { return harness.Tolerance{} }
+
+// emptyCollCases are the collectives over an empty buffer, on 2 and 4 ranks: every rank's
+// output is empty (dtype and shape compared exactly on every rank), and max over an empty
+// buffer is fine here, since no rank reduces over an empty axis, only elementwise across ranks.
+var emptyCollCases = map[string][]collCase{
+	"all_reduce": {
+		{"empty-sum-0x3", meshW2, "dp", []int{0, 3}, red("sum")},
+		{"empty-max-0", meshW4, "dp", []int{0}, red("max")},
+	},
+	"reduce_scatter": {{"empty-sum-0x3", meshW4, "dp", []int{0, 3}, red("sum")}},
+	"all_gather":     {{"empty-0x3", meshW4, "dp", []int{0, 3}, nil}},
+	"broadcast":      {{"empty-root1-0x5", meshW2, "dp", []int{0, 5}, graph.Attrs{"root": graph.Int(1)}}},
+	"all_to_all":     {{"empty-0x8-split0", meshW4, "dp", []int{0, 8}, nil}},
+}
+
+// emptyDistSpecs returns the empty collective cases of (op, dt): f32 only.
+func emptyDistSpecs(op string, dt numerics.DType) []Spec {
+	if dt != numerics.F32 {
+		return nil
+	}
+	var ds []draft
+	for _, c := range emptyCollCases[op] {
+		d := collDraft(op, dt, c, tolBitwise) // as every collective movement case; empty: by shape
+		d.empty = true
+		ds = append(ds, d)
+	}
+	return finish(op, dt, ds...)
+}
