@@ -5,10 +5,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/ref"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
@@ -134,4 +138,43 @@ func init() {
 		"input %a: fp8e4m3[2,0]\ninput %b: fp8e4m3[3,0]\ninput %sa: f32[]\ninput %sb: f32[]\n%y = scaled_matmul(%a, %b, %sa, %sb)\noutput %y",
 		"input %x: f32[0,3]\n%y = reduce_max(%x) {axes=[1]}\n%z = reduce_sum(%y)\noutput %y, %z",
 	)
+}
+
+// The interpreter refuses a Tile IR kernel with a zero-size grid dim or a zero-length param
+// (E_INTERNAL naming the kernel), as cuLaunchKernel refuses grid 0: the compiler never emits
+// one (engine/compiler/lower_empty.go), so such a kernel is a compiler bug to report, not
+// something to run as nothing.
+func TestZeroGridKernelsAreCodedErrors(t *testing.T) {
+	buf := tensor.New(numerics.F32, []int{4})
+	body := []tile.Instr{tile.Full{Dst: 0, Rows: 1, Cols: 4, Value: 1}, tile.Store{Src: 0, At: row(0, 4)}}
+	err := runTile(kernel([]int{0}, params([]*tensor.Tensor{buf}, 0), 1, 1, body...), 2, buf)
+	if errs.CodeOf(err) != errs.Internal || !strings.Contains(err.Error(), "grid dim 0 is 0") || !strings.Contains(err.Error(), "kernel kt") {
+		t.Errorf("grid [0]: %v", err)
+	}
+	empty := tensor.New(numerics.F32, []int{0})
+	err = runTile(kernel([]int{1}, params([]*tensor.Tensor{empty}, 0), 1, 1, body...), 2, empty)
+	if errs.CodeOf(err) != errs.Internal || !strings.Contains(err.Error(), "length 0") {
+		t.Errorf("param of length 0: %v", err)
+	}
+}
+
+// A program with no kernel at all (every output empty) runs: it checks its inputs, an empty
+// tensor of the wrong shape included, and returns empty outputs of the graph's types.
+func TestAProgramOfEmptyOutputsRunsNoKernelAndChecksItsInputs(t *testing.T) {
+	g, err := graph.Parse("graph e {\n  input %x: f32[0,4]\n  %y = exp(%x)\n  %z = transpose(%y) {perm=[1,0]}\n  output %z\n}\n", "e.tg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := compiler.Compile(g, compiler.Options{})
+	if err != nil || len(p.Kernels) != 0 {
+		t.Fatalf("%v, %d kernels", err, len(p.Kernels))
+	}
+	out, err := (&Backend{}).Run(p, map[string]*tensor.Tensor{"x": tensor.New(numerics.F32, []int{0, 4})})
+	if err != nil || !slices.Equal(out[0].Shape, []int{4, 0}) || len(out[0].Data) != 0 {
+		t.Fatalf("got %v, %v", out, err)
+	}
+	_, err = (&Backend{}).Run(p, map[string]*tensor.Tensor{"x": tensor.New(numerics.F32, []int{4, 0})})
+	if errs.CodeOf(err) != errs.Input && errs.CodeOf(err) != errs.Shape {
+		t.Fatalf("an f32[4,0] input for f32[0,4]: %v", err)
+	}
 }
