@@ -108,6 +108,9 @@ func TestRowsEmulatedCatalogue(t *testing.T) {
 		if _, ok := rowsOpsUnderTest[s.Op]; !ok || (s.DType != numerics.F32 && s.DType != numerics.F16 && s.DType != numerics.BF16) {
 			continue
 		}
+		if s.Empty {
+			continue // no row kernel runs for an empty output (TestEmptyTensorsNeverGiveAZeroGridLaunch)
+		}
 		in, err := s.Inputs()
 		if err != nil {
 			t.Fatal(err)
