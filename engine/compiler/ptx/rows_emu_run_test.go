@@ -225,6 +225,9 @@ func TestRowsEmulatedGoldenFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(p.Kernels) == 0 {
+				continue // every output empty: nothing is launched (TestEmptyTensorsNeverGiveAZeroGridLaunch)
+			}
 			if m, err := Generate(p.Kernels[0], H100); err != nil || m.Path != "simt-rows" {
 				continue
 			}
