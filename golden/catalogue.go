@@ -30,6 +30,9 @@ type Spec struct {
 	Seed uint64
 	// Tolerances holds one tolerance per graph output.
 	Tolerances []harness.Tolerance
+	// Empty marks a case of catalogue_empty.go (a dim of size 0): its reference is empty or
+	// the constant value over nothing, which Meaningful judges by its own rules.
+	Empty bool
 }
 
 // Inputs draws the spec's inputs (harness.RandomInputs with the spec's seed and dists). A
@@ -88,6 +91,7 @@ func Catalogue() []Spec {
 		}
 		for _, dt := range def.DTypes {
 			out = append(out, f(def.Name, dt)...)
+			out = append(out, emptySpecs(def.Name, dt)...) // catalogue_empty.go
 		}
 	}
 	return out
@@ -105,7 +109,7 @@ func SpecsFor(op string, dt numerics.DType) []Spec {
 	if d, ok := graph.Lookup(op); !ok || !d.Supports(dt) {
 		return nil
 	}
-	return f(op, dt)
+	return append(append(f(op, dt), emptySpecs(op, dt)...), emptyDistSpecs(op, dt)...) // catalogue_empty.go
 }
 
 // Pairs returns the (op, dtype) pairs the op registry declares, as FileName paths, sorted.
@@ -127,6 +131,7 @@ type draft struct {
 	dists map[string]harness.Dist
 	tol   tolRule
 	build func(b *graph.Builder) *graph.Value
+	empty bool // Spec.Empty
 }
 
 // finish turns drafts into specs.
@@ -152,7 +157,7 @@ func finish(op string, dt numerics.DType, ds ...draft) []Spec {
 		for i, v := range g.Outputs {
 			tols[i] = d.tol(v.Type)
 		}
-		out = append(out, Spec{Name: name, Op: op, DType: dt, Graph: g, Dists: d.dists, Seed: SeedOf(name), Tolerances: tols})
+		out = append(out, Spec{Name: name, Op: op, DType: dt, Graph: g, Dists: d.dists, Seed: SeedOf(name), Tolerances: tols, Empty: d.empty})
 	}
 	return out
 }

@@ -63,6 +63,7 @@ func DistCatalogue() []Spec {
 		}
 		for _, dt := range distDTypes(def) {
 			out = append(out, f(def.Name, dt)...)
+			out = append(out, emptyDistSpecs(def.Name, dt)...) // catalogue_empty.go
 		}
 	}
 	return out

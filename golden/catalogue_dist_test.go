@@ -105,7 +105,8 @@ func TestDistCatalogueIsMeaningful(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name, err)
 		}
-		if bytes.Equal(in[0]["x"].Data, in[1]["x"].Data) {
+		if bytes.Equal(in[0]["x"].Data, in[1]["x"].Data) && !s.Empty { // empty buffers hold no data
+
 			t.Errorf("%s: ranks 0 and 1 hold the same input", s.Name)
 		}
 		want, err := ref.RunDist(s.Graph, in)

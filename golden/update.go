@@ -3,6 +3,7 @@ package golden
 import (
 	"bytes"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,12 +164,49 @@ func Meaningful(s Spec, want []*tensor.Tensor) error {
 		if r := harness.Check(w, w, tol); !r.Pass {
 			return errs.New(errs.Internal, "golden: spec %s output %d: reference fails against itself: %s", s.Name, i, r.Reason)
 		}
+		if s.Empty {
+			if err := meaningfulEmpty(s, i, w, tol); err != nil {
+				return err
+			}
+			continue
+		}
 		if r := harness.Check(tensor.New(w.DType, w.Shape), w, tol); r.Pass {
 			return errs.New(errs.Internal, "golden: spec %s output %d: an all-zero output passes under %s", s.Name, i, tol)
 		}
 		if w.Len() >= 2 && constant(w) {
 			return errs.New(errs.Internal, "golden: spec %s output %d: the reference is constant (%s)", s.Name, i, w.TypeString())
 		}
+	}
+	return nil
+}
+
+// meaningfulEmpty is Meaningful for a case of catalogue_empty.go, whose reference is either
+// empty (then the check is its shape: the same tensor one row taller must fail) or the value
+// over nothing in every element, a constant by design (then every element must be that one
+// value, and an output off by one, or 0 where the value is NaN or infinite, must fail).
+func meaningfulEmpty(s Spec, i int, w *tensor.Tensor, tol harness.Tolerance) error {
+	if w.Len() == 0 {
+		taller := slices.Clone(w.Shape)
+		taller[slices.Index(taller, 0)] = 1
+		if r := harness.Check(tensor.New(w.DType, taller), w, tol); r.Pass {
+			return errs.New(errs.Internal, "golden: spec %s output %d: %s passes for the empty %s", s.Name, i, tensor.TypeString(w.DType, taller), w.TypeString())
+		}
+		return nil
+	}
+	if !constant(w) {
+		return errs.New(errs.Internal, "golden: spec %s output %d: an empty operand should give one value everywhere, the reference %s varies", s.Name, i, w.TypeString())
+	}
+	off := w.Clone()
+	v := w.Float64(0)
+	for j := range off.Len() {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			off.SetFloat64(j, 0)
+		} else {
+			off.SetFloat64(j, v+1)
+		}
+	}
+	if r := harness.Check(off, w, tol); r.Pass {
+		return errs.New(errs.Internal, "golden: spec %s output %d: an output of %g passes for the value over nothing %g under %s", s.Name, i, off.Float64(0), v, tol)
 	}
 	return nil
 }

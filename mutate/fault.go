@@ -163,6 +163,11 @@ var catalogue = []Fault{
 		Breaks: "AdamW's weight decay is added to the gradient (Adam's L2 penalty, normalised by the second moment) instead of shrinking the param by 1-lr*wd: the decoupling AdamW exists for is gone"},
 	{Name: fp.OptimAdamWEpsBeforeBC2, Layer: LayerOptim, Hook: "engine/optim/adamw.go (AdamW).ub", Ops: optimOps, First: []string{"training"},
 		Breaks: "AdamW's denominator is (sqrt(v)+eps)/sqrt(1-beta2^t) instead of sqrt(v)/sqrt(1-beta2^t)+eps: eps is scaled by the bias correction, visible where v is near zero"},
+	// issue 21, empty tensors (engine/compiler/lower_empty.go)
+	{Name: fp.EmptyReduceGarbage, Layer: LayerCompiler, Hook: "engine/compiler/lower_empty.go emptyValue", Ops: []string{"reduce_sum", "matmul", "batch_matmul", "scaled_matmul"},
+		Breaks: "the fill that stands for a sum over an empty axis (or a matmul with K = 0) writes 1, the identity of a product, instead of 0: a row with no tokens sums to 1, and every non-empty case still passes"},
+	{Name: fp.EmptyKernelLaunched, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lower", Ops: []string{"relu", "add", "softmax", "matmul", "reshape", "concat"},
+		Breaks: "a kernel is lowered for an empty output too: its grid is 0 CTAs, which the Tile IR verifier refuses (and cuLaunchKernel would), so every graph with an empty value fails to compile with E_INTERNAL"},
 }
 
 // optimOps are the ops of an optimizer's update graph.

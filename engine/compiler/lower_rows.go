@@ -138,6 +138,9 @@ func (b *kbuilder) lowerMovement(n *graph.Node, sc Schedule) error {
 		off := 0
 		for _, in := range n.Inputs {
 			ish := in.Type.Shape
+			if isEmpty(in) {
+				continue // an empty piece adds nothing and must not become a zero-length param
+			}
 			b.copyTile(flatTile(b.param(in, false), tile.C(0), ish, contiguous(ish), pid, block), flatTile(po, tile.C(off*ost[ax]), ish, ost, pid, block))
 			off += failpoint.Pick(failpoint.ConcatOffsetOffByOne, ish[ax], ish[ax]-1)
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
-	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
 // group is the set of graph nodes that become one kernel: a chain of fused elementwise nodes
@@ -244,7 +243,13 @@ func reduceExtent(n *graph.Node) (outer, inner int) {
 func rowExtent(n *graph.Node) (outer, inner int) {
 	shape := n.Inputs[0].Type.Shape
 	ax := rowAxis(n)
-	return tensor.NumElems(shape) / shape[ax], shape[ax]
+	outer = 1
+	for i, d := range shape {
+		if i != ax {
+			outer *= d // not NumElems/shape[ax]: an empty row axis would divide by 0
+		}
+	}
+	return outer, shape[ax]
 }
 
 func rowAxis(n *graph.Node) int {

@@ -101,6 +101,7 @@ func Names() []string {
 		ShardReduceNotCombined, ShardMeanCombinedAsSum, ShardRowwiseShardsKept, ShardMatmulKSumDropped, ShardCausalQueriesSplit, ShardReshapeMergeInnerOK,
 		DistFrameSeqUnchecked, DistFramePartUnchecked, DistFrameDTypeUnchecked, DistFrameCRCUnchecked,
 		OptimSGDNesterovIgnored, OptimSGDFirstStepDampened, OptimAdamWBiasCorrection2Off, OptimAdamWDecayCoupled, OptimAdamWEpsBeforeBC2,
+		EmptyReduceGarbage, EmptyKernelLaunched, // issue 21, empty tensors
 	}
 }
 
@@ -177,3 +178,13 @@ func JudgeNames() []string {
 		JudgeReportReproAckAnyDigest, JudgeReportReproNewestIsFirst, JudgeReportFlakyFailuresOnly,
 	}
 }
+// Faults in the handling of empty tensors (a dim of size 0; issue 21, compiler/lower_empty.go).
+const (
+	// EmptyReduceGarbage fills the output of a sum over an empty axis (or a matmul with K = 0)
+	// with 1 instead of the identity 0, as a fill that took the product's identity would.
+	EmptyReduceGarbage = "compiler/empty/reduce-identity-wrong"
+	// EmptyKernelLaunched lowers a kernel for an empty output too: its grid is 0, which the
+	// Tile IR verifier refuses and cuLaunchKernel would refuse, so every graph with an empty
+	// intermediate fails to compile.
+	EmptyKernelLaunched = "compiler/empty/zero-grid-kernel-emitted"
+)

@@ -133,7 +133,7 @@ func init() {
 		Attrs: []AttrSpec{{Name: "shape", Kind: AttrInts, Doc: "new shape; one dim may be -1"}}, Doc: "same elements, new shape (row-major)"})
 	register(&OpDef{Name: "slice", Kind: KindMovement, MinArgs: 1, MaxArgs: 1, DTypes: anyDType, Infer: sliceInfer,
 		Attrs: []AttrSpec{{Name: "starts", Kind: AttrInts}, {Name: "ends", Kind: AttrInts}},
-		Doc:   "x[starts[i]:ends[i]] per axis, 0 <= start < end <= dim"})
+		Doc:   "x[starts[i]:ends[i]] per axis, 0 <= start <= end <= dim (start = end: an empty axis, as torch)"})
 	register(&OpDef{Name: "concat", Kind: KindMovement, MinArgs: 1, MaxArgs: -1, DTypes: anyDType, Infer: concatInfer,
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt}}, Doc: "join along axis; other dims equal"})
 
@@ -235,6 +235,9 @@ func reduceInfer(n *Node, in []Type) (Type, error) {
 	if err := checkAccum(n, in[0].DType); err != nil {
 		return Type{}, err
 	}
+	if err := checkIdentity(n, in[0].Shape, axes); err != nil {
+		return Type{}, err
+	}
 	var s []int
 	for i, d := range in[0].Shape {
 		switch {
@@ -245,6 +248,21 @@ func reduceInfer(n *Node, in []Type) (Type, error) {
 		}
 	}
 	return Type{DType: in[0].DType, Shape: s}, nil
+}
+
+// checkIdentity refuses a reduction without an identity (max) over an empty axis, as torch
+// does: sum over nothing is 0 and mean is 0/0 = NaN, but max over nothing has no value. An
+// empty axis that is not reduced is fine (max over [0,3] along axis 1 is [0]).
+func checkIdentity(n *Node, shape, axes []int) error {
+	if n.Op != "reduce_max" {
+		return nil
+	}
+	for _, ax := range axes {
+		if shape[ax] == 0 {
+			return fmt.Errorf("reduction over axis %d of size 0 in %v: max has no identity (torch: Expected reduction dim %d to have non-zero size)", ax, shape, ax)
+		}
+	}
+	return nil
 }
 
 func checkAccum(n *Node, dt numerics.DType) error {
@@ -371,6 +389,9 @@ func attentionInfer(n *Node, in []Type) (Type, error) {
 	if q.Shape[r-1] != k.Shape[r-1] {
 		return Type{}, fmt.Errorf("head dim of q (%d) and k (%d) differ", q.Shape[r-1], k.Shape[r-1])
 	}
+	if err := checkHeadDim(q); err != nil {
+		return Type{}, err
+	}
 	if k.Shape[r-2] != v.Shape[r-2] {
 		return Type{}, fmt.Errorf("k and v sequence lengths differ")
 	}
@@ -380,6 +401,17 @@ func attentionInfer(n *Node, in []Type) (Type, error) {
 	s := slices.Clone(q.Shape)
 	s[r-1] = v.Shape[r-1]
 	return Type{DType: q.DType, Shape: s}, nil
+}
+
+// checkHeadDim refuses a head dim of 0. Empty batches, no queries and no keys are fine, but
+// with D = 0 every score is an empty dot product times 1/sqrt(0) = Inf, which torch 1.13's
+// composition makes NaN and torch 2's SDPA (scaling q and k by sqrt(scale) first) makes a
+// uniform softmax: there is no one PyTorch answer to match.
+func checkHeadDim(q Type) error {
+	if d := q.Shape[q.Rank()-1]; d == 0 {
+		return fmt.Errorf("head dim D = 0 in q %s: attention over empty q/k vectors has no agreed value (the scale 1/sqrt(D) is infinite)", q)
+	}
+	return nil
 }
 
 func transposeInfer(n *Node, in []Type) (Type, error) {
@@ -404,20 +436,26 @@ func reshapeInfer(n *Node, in []Type) (Type, error) {
 	want := n.IntsAttr("shape")
 	s := slices.Clone(want)
 	prod, hole := 1, -1
+	bound := 1 // product with zeros counted as 1, the bound CheckType applies
 	for i, d := range s {
 		switch {
 		case d == -1 && hole < 0:
 			hole = i
-		case d < 1:
-			return Type{}, fmt.Errorf("reshape to %v: dims must be >= 1 (one may be -1)", want)
-		case d > MaxElements || prod > MaxElements/d:
+		case d < 0:
+			return Type{}, fmt.Errorf("reshape to %v: dims must be >= 0 (one may be -1)", want)
+		case d > MaxElements || bound > MaxElements/max(d, 1):
 			return Type{}, fmt.Errorf("reshape to %v: more than %d elements", want, MaxElements)
 		default:
 			prod *= d
+			bound *= max(d, 1)
 		}
 	}
 	total := in[0].NumElems()
 	if hole >= 0 {
+		if prod == 0 {
+			// torch: "the unspecified dimension size -1 can be any value and is ambiguous".
+			return Type{}, fmt.Errorf("reshape %v to %v: -1 is ambiguous next to a 0 dim", in[0].Shape, want)
+		}
 		if total%prod != 0 {
 			return Type{}, fmt.Errorf("reshape %v to %v: %d elements", in[0].Shape, want, total)
 		}
@@ -438,8 +476,8 @@ func sliceInfer(n *Node, in []Type) (Type, error) {
 	}
 	s := make([]int, r)
 	for i := range r {
-		if st[i] < 0 || st[i] >= en[i] || en[i] > in[0].Shape[i] {
-			return Type{}, fmt.Errorf("axis %d: [%d:%d] outside 0..%d or empty", i, st[i], en[i], in[0].Shape[i])
+		if st[i] < 0 || st[i] > en[i] || en[i] > in[0].Shape[i] {
+			return Type{}, fmt.Errorf("axis %d: [%d:%d] outside 0..%d or reversed", i, st[i], en[i], in[0].Shape[i])
 		}
 		s[i] = en[i] - st[i]
 	}

@@ -68,7 +68,7 @@ func TestCollectiveErrorsAreCodedAndNameTheNode(t *testing.T) {
 		{head + "  %a = chunk(%x) {axis=\"tp\", dim=2}\n  output %a\n}\n", errs.Shape, "dim 2"},
 		{head + "  %a = broadcast(%x) {axis=\"dp\", root=2}\n  output %a\n}\n", errs.Shape, "root 2 outside axis dp of size 2"},
 		{head + "  %a = send(%x) {axis=\"dp\", src=1, dst=1}\n  output %a\n}\n", errs.Shape, "does not send to itself"},
-		{head + "  %a = recv() {axis=\"dp\", src=0, dst=1, dtype=f32, shape=[0]}\n  output %a\n}\n", errs.Shape, "dims must be >= 1"},
+		{head + "  %a = recv() {axis=\"dp\", src=0, dst=1, dtype=f32, shape=[-1]}\n  output %a\n}\n", errs.Shape, "dims must be >= 0"},
 		{head + "  %a = all_to_all(%x) {axis=\"tp\", split_dim=0}\n  output %a\n}\n", errs.Shape, "not divisible"},
 		{"graph g {\n  input %x: f32[4]\n  mesh dp=2\n  output %x\n}\n", errs.Parse, "mesh line comes once, first"},
 		{"graph g {\n  mesh dp=2\n  mesh tp=2\n  input %x: f32[4]\n  output %x\n}\n", errs.Parse, "mesh line comes once"},

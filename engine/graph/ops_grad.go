@@ -70,6 +70,9 @@ func attentionLSEInfer(n *Node, in []Type) (Type, error) {
 	if q.Shape[r-1] != k.Shape[r-1] {
 		return Type{}, fmt.Errorf("head dim of q (%d) and k (%d) differ", q.Shape[r-1], k.Shape[r-1])
 	}
+	if err := checkHeadDim(q); err != nil {
+		return Type{}, err
+	}
 	if err := checkAccum(n, q.DType); err != nil {
 		return Type{}, err
 	}

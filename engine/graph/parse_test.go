@@ -189,8 +189,9 @@ func TestParseErrors(t *testing.T) {
 		{"redefine node", head + "  %h = relu(%x)\n  %h = relu(%x)\n  output %h\n}", "E_PARSE: e.tg:5:3: ", "already defined at 4:3"},
 		{"node shadows input", head + "  %w = relu(%x)\n  output %w\n}", "E_PARSE: e.tg:4:3: ", "%w is already defined"},
 		{"unknown dtype", "graph e {\n  input %x: f33[4]\n  output %x\n}", "E_DTYPE: e.tg:2:13: ", `unknown dtype "f33"`},
-		{"zero dim", "graph e {\n  input %x: f32[4,0]\n  output %x\n}", "E_SHAPE: e.tg:2:13: ", "dims must be >= 1"},
-		{"negative dim", "graph e {\n  input %x: f32[-2]\n  output %x\n}", "E_SHAPE: e.tg:2:13: ", "dims must be >= 1"},
+		{"negative dim", "graph e {\n  input %x: f32[-2]\n  output %x\n}", "E_SHAPE: e.tg:2:13: ", "dims must be >= 0"},
+		// An empty tensor is allowed, but the dims beside its 0 are still bounded (strides).
+		{"huge dim beside a zero", "graph e {\n  input %x: f32[0,65536,65536]\n  output %x\n}", "E_SHAPE: e.tg:2:13: ", "exceeds"},
 		{"huge dim", "graph e {\n  input %x: f32[99999999999999999999]\n  output %x\n}", "E_SHAPE: e.tg:2:17: ", "out of range"},
 		{"too many elements", "graph e {\n  input %x: f32[65536,65536]\n  output %x\n}", "E_SHAPE: e.tg:2:13: ", "exceeds"},
 		{"wrapping dims", "graph e {\n  input %x: f32[3,6148914691236517206]\n  output %x\n}", "E_SHAPE: e.tg:2:13: ", "exceeds 268435456 elements"},

@@ -83,8 +83,10 @@ func Verify(g *Graph) error {
 	return nil
 }
 
-// CheckType enforces the engine's type limits: a valid dtype, rank <= MaxRank, dims >= 1,
-// and at most MaxElements elements.
+// CheckType enforces the engine's type limits: a valid dtype, rank <= MaxRank, dims >= 0,
+// and at most MaxElements elements. A dim of 0 is an empty tensor (an empty batch, a
+// zero-length sequence), everyday PyTorch; the product of the other dims is still bounded so
+// that strides computed from an empty shape cannot overflow.
 func CheckType(t Type) error {
 	if !t.DType.Valid() {
 		return errs.New(errs.DType, "invalid dtype")
@@ -94,14 +96,16 @@ func CheckType(t Type) error {
 	}
 	n := 1
 	for _, d := range t.Shape {
-		if d < 1 {
-			return errs.New(errs.Shape, "dim %d in %v: dims must be >= 1", d, t.Shape)
+		if d < 0 {
+			return errs.New(errs.Shape, "dim %d in %v: dims must be >= 0", d, t.Shape)
 		}
-		// Compare before multiplying so a hostile dim cannot wrap the product around.
-		if d > MaxElements || n > MaxElements/d {
+		// Compare before multiplying so a hostile dim cannot wrap the product around. A zero
+		// dim counts as 1 here: [0, 2^40] is empty but its strides are not small.
+		f := max(d, 1)
+		if f > MaxElements || n > MaxElements/f {
 			return errs.New(errs.Shape, "shape %v exceeds %d elements", t.Shape, MaxElements)
 		}
-		n *= d
+		n *= f
 	}
 	return nil
 }

@@ -81,6 +81,10 @@ func rowwise(f func(row []float64)) impl {
 			return errs.Wrap(errs.Shape, err, "ref: %s: axis %d", nodeName(n), n.IntAttr("axis"))
 		}
 		vals := floatsOf(x)
+		if len(vals) == 0 {
+			out.Data = out.Data[:0] // an empty axis or an empty batch of rows: an empty output, as torch
+			return nil
+		}
 		length, inner := x.Shape[ax], product(x.Shape[ax+1:])
 		row := make([]float64, length)
 		for o := range product(x.Shape[:ax]) {
@@ -103,6 +107,9 @@ func rowwise(f func(row []float64)) impl {
 // rowShift returns max(row) and sum(exp(x-max)). A NaN max (NaN in the row) or Inf-Inf makes
 // everything downstream NaN, which is the specified result for such rows.
 func rowShift(row []float64) (m, sum float64) {
+	if len(row) == 0 {
+		return math.Inf(-1), 0 // no keys (attention with Sk = 0): nothing to normalise
+	}
 	m = row[0]
 	for _, x := range row[1:] {
 		m = max(m, x)

@@ -135,9 +135,17 @@ func TestCheckedInPinsAreValidAndCoverTheCatalogue(t *testing.T) {
 			t.Errorf("%s is not as Marshal writes it (edited by hand?)", name)
 		}
 		names := map[string]bool{}
+		awaiting := awaitingPins(t, name)
 		for _, s := range golden.Catalogue() {
 			names[s.Name] = true
-			if p, ok := f.Cases[s.Name]; !ok || len(p.Outputs) != len(s.Graph.Outputs) {
+			p, ok := f.Cases[s.Name]
+			if !ok && awaiting[s.Name] {
+				continue
+			}
+			if ok && awaiting[s.Name] {
+				t.Errorf("%s pins %s, which %s still lists as awaiting its pin: remove it there", name, s.Name, awaitingFile(name))
+			}
+			if !ok || len(p.Outputs) != len(s.Graph.Outputs) {
 				t.Errorf("%s: case %s: %d pinned outputs, the graph has %d; refresh with `tessera-qa determinism pin`", name, s.Name, len(p.Outputs), len(s.Graph.Outputs))
 				break
 			}
@@ -149,4 +157,33 @@ func TestCheckedInPinsAreValidAndCoverTheCatalogue(t *testing.T) {
 			}
 		}
 	}
+}
+
+// awaitingFile lists the catalogue cases a class's pins do not hold yet because that class
+// cannot be recorded where they were added (cuda pins need the GPU machine): one case name a
+// line. `tessera-qa determinism pin --backend cuda` on the GPU machine pins them; then the
+// list must go (the test above fails on a listed case that is pinned).
+func awaitingFile(pinFile string) string { return strings.TrimSuffix(pinFile, ".json") + ".awaiting" }
+
+func awaitingPins(t *testing.T, pinFile string) map[string]bool {
+	t.Helper()
+	data, err := fs.ReadFile(golden.Pins(), awaitingFile(pinFile))
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	cat := map[string]bool{}
+	for _, s := range golden.Catalogue() {
+		cat[s.Name] = true
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if !cat[line] {
+			t.Errorf("%s lists %s, which is no catalogue case", awaitingFile(pinFile), line)
+		}
+		out[line] = true
+	}
+	return out
 }

@@ -118,6 +118,7 @@ type builder struct {
 	k         map[*graph.Value]int
 	classes   map[string]Class
 	read      map[*graph.Value]bool
+	op        *graph.OpDef // the op the current step applies (empty.go)
 }
 
 // dimPool holds the dims shapes are made of: 1, primes, powers of two and their neighbours,
@@ -238,12 +239,12 @@ func (b *builder) pick(src int, ok func(v *graph.Value) bool) *graph.Value {
 	}
 	var fit []*graph.Value
 	for i := len(b.g.Nodes) - 1; i >= 0; i-- {
-		if v := b.g.Nodes[i].Output; ok(v) {
+		if v := b.g.Nodes[i].Output; ok(v) && b.takes(v) {
 			fit = append(fit, v)
 		}
 	}
 	for i := len(b.g.Inputs) - 1; i >= 0; i-- {
-		if v := b.g.Inputs[i]; ok(v) {
+		if v := b.g.Inputs[i]; ok(v) && b.takes(v) {
 			fit = append(fit, v)
 		}
 	}

@@ -22,6 +22,9 @@ type Step struct {
 	Accum int    // 0..4: no accum attribute; 5..7: an accumulator from AccumChoices
 	Class int    // value class of fresh float inputs
 	Seed  uint64 // seeds the values of fresh inputs
+	// Empty == EmptyDraw gives the step's fresh primary input a leading dim of 0 (an empty
+	// batch) where the op takes empty tensors (empty.go); 0, what shrinking reaches, never.
+	Empty int
 }
 
 // Spec is a whole random graph before interpretation: a storage dtype and 1..MaxOps steps.
@@ -60,6 +63,7 @@ func StepGen() *rapid.Generator[Step] {
 		s.Accum = rapid.IntRange(0, 7).Draw(t, "accum")
 		s.Class = rapid.IntRange(0, int(numClasses)-1).Draw(t, "class")
 		s.Seed = rapid.Uint64().Draw(t, "seed")
+		s.Empty = rapid.IntRange(0, EmptyDraw).Draw(t, "empty")
 		return s
 	})
 }

@@ -23,6 +23,7 @@ func (b *builder) apply(d *graph.OpDef) error {
 	if err := knownAttrs(d); err != nil {
 		return err
 	}
+	b.op = d
 	var err error
 	switch d.Kind {
 	case graph.KindUnary:
@@ -77,7 +78,7 @@ func (b *builder) operand(d *graph.OpDef, minRank, maxRank int) *graph.Value {
 	if positiveDomain[d.Name] && (c == ClassNormal || c == ClassUniform) {
 		c = ClassPositive
 	}
-	return b.input(b.dtype(d), b.shape(min(max(b.s.Rank+1, minRank), maxRank)), c)
+	return b.input(b.dtype(d), b.emptied(d, b.shape(min(max(b.s.Rank+1, minRank), maxRank))), c)
 }
 
 // fullValues are the constants full_like draws: exact and inexact in every format, ties of

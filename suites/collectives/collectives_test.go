@@ -122,6 +122,20 @@ var _ = Describe("collectives in process", Label("cpu"), func() {
 			Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second), "%s: a rank waited for its timeout", what)
 		}
 	})
+
+	// An empty buffer is still a collective call: a rank that sends elements while the others
+	// call with none must be told, not skipped (nor left waiting) because 0 bytes move.
+	It("fails a rank that calls with elements while the others call with an empty buffer (count 0) with E_DESYNC", func() {
+		m := collectives.Matrix{Ops: collectives.Ops, RedOps: []dist.RedOp{dist.Sum}, DTypes: []numerics.DType{numerics.F32}, Counts: []int{0}}
+		for _, op := range collectives.Ops {
+			m.Ops = []collectives.Op{op}
+			start := time.Now()
+			_, err := collectives.RunInproc(context.Background(), 4, collectives.Config{Cases: m.Cases(4), Seed: seed,
+				Timeout: 20 * time.Second, Mismatch: &collectives.Mismatch{Rank: 1, What: "count"}})
+			Expect(err).To(MatchError(ContainSubstring("E_DESYNC")), string(op))
+			Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second), "%s: a rank waited for its timeout", op)
+		}
+	})
 })
 
 // result is one run of the binary.

@@ -97,7 +97,7 @@ var _ = Describe("semantic differences with torch", Label("cpu", "torch"), func(
 		}
 	})
 
-	It("reductions: the graph rejects axes=[] (torch reads it as every axis) and zero-size dims (torch sums them to 0)", func() {
+	It("reductions: the graph rejects axes=[] (torch reads it as every axis); zero-size dims sum to 0 in both", func() {
 		b := graph.NewBuilder("empty_axes")
 		b.Output(b.Op("reduce_sum", graph.Attrs{"axes": graph.Ints()}, b.Input("x", f32, 2, 3)))
 		_, err := b.Build()
@@ -107,7 +107,7 @@ var _ = Describe("semantic differences with torch", Label("cpu", "torch"), func(
 		b = graph.NewBuilder("zero_dim")
 		b.Output(b.Op("reduce_sum", graph.Attrs{"axes": graph.Ints(0)}, b.Input("x", f32, 0, 3)))
 		_, err = b.Build()
-		Expect(err).To(HaveOccurred(), "a zero-size dim was accepted")
+		Expect(err).NotTo(HaveOccurred(), "an empty tensor is everyday torch (issue 21)")
 
 		o := torchOracle.get()
 		ones := vec(f32, 1, 2, 3, 4, 5, 6)
@@ -311,3 +311,41 @@ func specNamed(name string) golden.Spec {
 	Fail("no catalogue spec " + name)
 	return golden.Spec{}
 }
+
+// Empty tensors (issue 21): the catalogue's empty-* cases compare torch's answers (shapes,
+// 0, NaN, -Inf) through the specs above. Here, the cases torch refuses: the verifier must
+// refuse them too, with E_SHAPE, rather than invent a value.
+var _ = Describe("empty tensors where torch raises", Label("cpu", "torch"), func() {
+	It("max over an empty axis: torch raises, the graph is E_SHAPE naming the node and shape; max along a kept empty axis is empty in both", func() {
+		max := func(axes []int64, shape, out []int) differential.WireCase {
+			return differential.WireCase{Name: "max",
+				Inputs:  []differential.WireTensor{{Name: "x", DType: "f32", Shape: shape, Data: nil}},
+				Nodes:   []differential.WireNode{{Op: "reduce_max", Inputs: []string{"x"}, Output: "y", DType: "f32", Shape: out, Attrs: map[string]any{"axes": axes, "keepdims": false}}},
+				Outputs: []string{"y"}}
+		}
+		o := torchOracle.get()
+		res, err := o.Eval(cpu, []differential.WireCase{max([]int64{1}, []int{3, 0}, []int{3}), max([]int64{0, 1}, []int{0, 4}, []int{}), max([]int64{1}, []int{0, 4}, []int{0})})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res[0].Error).To(ContainSubstring("non-zero size"), "torch: amax(): Expected reduction dim 1 to have non-zero size")
+		Expect(res[1].Error).NotTo(BeEmpty(), "torch refuses amax over every axis of an empty tensor")
+		Expect(res[2].Error).To(BeEmpty())
+		kept, err := differential.FromWire(res[2].Outputs[0], f32, []int{0})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(kept.Len()).To(Equal(0))
+
+		for _, c := range []struct {
+			axes  []int64
+			shape []int
+		}{{[]int64{1}, []int{3, 0}}, {[]int64{0, 1}, []int{0, 4}}} {
+			b := graph.NewBuilder("max_empty")
+			b.Output(b.Named("y", "reduce_max", graph.Attrs{"axes": graph.Ints(c.axes...)}, b.Input("x", f32, c.shape...)))
+			_, err := b.Build()
+			Expect(errs.CodeOf(err)).To(Equal(errs.Shape), "%v", c.shape)
+			Expect(err.Error()).To(And(ContainSubstring("node %y"), ContainSubstring("of size 0"), ContainSubstring("max has no identity")))
+		}
+		b := graph.NewBuilder("max_kept")
+		b.Output(b.Op("reduce_max", graph.Attrs{"axes": graph.Ints(1)}, b.Input("x", f32, 0, 4)))
+		_, err = b.Build()
+		Expect(err).NotTo(HaveOccurred())
+	})
+})

@@ -108,6 +108,9 @@ func TestRowsEmulatedCatalogue(t *testing.T) {
 		if _, ok := rowsOpsUnderTest[s.Op]; !ok || (s.DType != numerics.F32 && s.DType != numerics.F16 && s.DType != numerics.BF16) {
 			continue
 		}
+		if s.Empty {
+			continue // no row kernel runs for an empty output (TestEmptyTensorsNeverGiveAZeroGridLaunch)
+		}
 		in, err := s.Inputs()
 		if err != nil {
 			t.Fatal(err)
@@ -221,6 +224,9 @@ func TestRowsEmulatedGoldenFiles(t *testing.T) {
 			p, err := compiler.Compile(c.Graph, compiler.Options{})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if len(p.Kernels) == 0 {
+				continue // every output empty: nothing is launched (TestEmptyTensorsNeverGiveAZeroGridLaunch)
 			}
 			if m, err := Generate(p.Kernels[0], H100); err != nil || m.Path != "simt-rows" {
 				continue
