@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -260,7 +261,7 @@ func axisInfer(n *Node, in []Type) (Type, error) {
 	if in[0].Rank() == 0 {
 		return Type{}, fmt.Errorf("needs rank >= 1")
 	}
-	if _, err := NormAxis(int(n.IntAttr("axis")), in[0].Rank()); err != nil {
+	if _, err := NormAxis(int(n.IntAttr("axis")), in[0].Rank()); err != nil && !failpoint.Enabled(failpoint.GraphAxisRangeUnchecked) {
 		return Type{}, fmt.Errorf("axis %d: %w", n.IntAttr("axis"), err)
 	}
 	return same(n, in)
@@ -304,7 +305,7 @@ func MatmulDims(n *Node, a, b Type) (batch, m, nn, k int, err error) {
 	if n.BoolAttr("transpose_b") || n.Op == "scaled_matmul" { // scaled_matmul's b is always [N,K]
 		kb, nn = nn, kb
 	}
-	if k != kb {
+	if k != kb && !failpoint.Enabled(failpoint.GraphMatmulInnerUnchecked) {
 		return 0, 0, 0, 0, fmt.Errorf("inner dims differ: K=%d vs %d", k, kb)
 	}
 	return batch, m, nn, k, nil
@@ -438,7 +439,7 @@ func sliceInfer(n *Node, in []Type) (Type, error) {
 	}
 	s := make([]int, r)
 	for i := range r {
-		if st[i] < 0 || st[i] >= en[i] || en[i] > in[0].Shape[i] {
+		if st[i] < 0 || st[i] >= en[i] || (en[i] > in[0].Shape[i] && !failpoint.Enabled(failpoint.GraphSliceEndUnchecked)) {
 			return Type{}, fmt.Errorf("axis %d: [%d:%d] outside 0..%d or empty", i, st[i], en[i], in[0].Shape[i])
 		}
 		s[i] = en[i] - st[i]
