@@ -105,6 +105,11 @@ var textCases = []Case{
 	// Elementwise.
 	node("binary/broadcast", "add", opsGo+"Broadcast", errs.Shape, []string{"%x: f32[2,3]", "%z: f32[4,3]"}, "%y = add(%x, %z)", "%y", "add", "[2 3]"),
 	node("binary/broadcast-trailing", "mul", opsGo+"Broadcast", errs.Shape, []string{"%x: f32[2,3]", "%z: f32[2]"}, "%y = mul(%x, %z)"),
+	node("binary/broadcast-sub", "sub", opsGo+"Broadcast", errs.Shape, []string{"%x: f32[3,1]", "%z: f32[2,4]"}, "%y = sub(%x, %z)"),
+	node("binary/broadcast-div", "div", opsGo+"Broadcast", errs.Shape, []string{"%x: f32[2,3,4]", "%z: f32[3,3,4]"}, "%y = div(%x, %z)"),
+	node("binary/broadcast-maximum", "maximum", opsGo+"Broadcast", errs.Shape, []string{"%x: f32[5]", "%z: f32[4]"}, "%y = maximum(%x, %z)"),
+	node("binary/dtype-minimum", "minimum", regGo, errs.DType, []string{"%x: f32[2]", "%z: int32[2]"}, "%y = minimum(%x, %z)"),
+	node("div/float-only", "div", regGo, errs.DType, []string{"%x: int32[2]"}, "%y = div(%x, %x)", "%y", "div", "int32"),
 	node("full_like/nan-needs-float", "full_like", gradGo+"fullLikeInfer", errs.Shape, []string{"%x: int32[2,3]"}, "%y = full_like(%x) {value=nan}"),
 
 	// Reductions (axes=[] left out: see above).
@@ -119,6 +124,9 @@ var textCases = []Case{
 	node("softmax/axis-range-negative", "softmax", opsGo+"axisInfer", errs.Shape, x23, "%y = softmax(%x) {axis=-3}"),
 	node("log_softmax/axis-range", "log_softmax", opsGo+"axisInfer", errs.Shape, x234, "%y = log_softmax(%x) {axis=3}"),
 	node("softmax/axis-huge", "softmax", opsGo+"axisInfer", errs.Shape, x23, "%y = softmax(%x) {axis=9223372036854775807}"),
+	node("softmax/accum-kind", "softmax", opsGo+"axisInfer", errs.Shape, x23, "%y = softmax(%x) {accum=int8}", "%y", "softmax", "accum int8"),
+	node("log_softmax/accum-kind", "log_softmax", opsGo+"axisInfer", errs.Shape, x23, "%y = log_softmax(%x) {accum=bool}"),
+	node("rmsnorm/accum-kind", "rmsnorm", opsGo+"normInfer", errs.Shape, []string{"%x: f32[2,3]", "%g: f32[3]"}, "%y = rmsnorm(%x, %g) {accum=int32}"),
 	node("layernorm/gamma-shape", "layernorm", opsGo+"normInfer", errs.Shape, []string{"%x: f32[2,3]", "%g: f32[2]", "%b: f32[3]"}, "%y = layernorm(%x, %g, %b)", "%y", "layernorm", "[3]"),
 	node("layernorm/beta-rank", "layernorm", opsGo+"normInfer", errs.Shape, []string{"%x: f32[2,3]", "%g: f32[3]", "%b: f32[1,3]"}, "%y = layernorm(%x, %g, %b)"),
 	node("layernorm/eps-negative", "layernorm", opsGo+"normInfer", errs.Shape, []string{"%x: f32[2,3]", "%g: f32[3]", "%b: f32[3]"}, "%y = layernorm(%x, %g, %b) {eps=-1e-5}", "%y", "layernorm", "eps"),

@@ -109,7 +109,11 @@ func RefuseCLI(bin, dir string, c Case) error {
 		case stdout.Len() > 0:
 			return fmt.Errorf("%s: %s printed on stdout: %q", c.Rule, entry, stdout.String())
 		}
-		line := strings.TrimSuffix(stderr.String(), "\n")
+		// The CLI prefixes every error line with its own name, as Unix tools do.
+		line, ok := strings.CutPrefix(strings.TrimSuffix(stderr.String(), "\n"), "tessera-qa: ")
+		if !ok {
+			return fmt.Errorf("%s: %s error line does not start with \"tessera-qa: \": %q", c.Rule, entry, stderr.String())
+		}
 		if err := c.judgeLine(entry, line, errs.Code(strings.SplitN(line, ":", 2)[0])); err != nil {
 			return err
 		}
