@@ -61,6 +61,14 @@ var suites = []Suite{
 	{Name: "training", Kind: KindGinkgo, Packages: []string{"suites/training"},
 		Args: []string{"-ginkgo.focus=as one rank"}, Env: []string{"TESSERA_QA_BIN=-"},
 		What: "data-parallel and tensor-parallel training against one rank on the whole batch (suites/training)"},
+	// Issue 21: negative tests (invalid graphs, one-edit graphs) and the NumPy round trip.
+	// The verifier suite labels each spec with its op, so that a fault runs only its cases;
+	// TESSERA_QA_BIN=- leaves out its CLI specs, which a failpoints build does not carry.
+	{Name: "verifier", Kind: KindGinkgo, Packages: []string{"suites/verifier"}, OpLabels: true,
+		Args: []string{"-rapid.nofailfile"}, Env: []string{"TESSERA_QA_BIN=-"},
+		What: "invalid graphs refused with their code, one-edit graphs refused or agreeing with engine/ref (suites/verifier)"},
+	{Name: "numpyio", Kind: KindGinkgo, Packages: []string{"suites/numpyio"},
+		What: "engine-written .npy/.npz read by NumPy and NumPy-written ones read by the engine, bit for bit (suites/numpyio; skips without numpy)"},
 	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
 		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},
 }
