@@ -67,7 +67,7 @@ var suites = []Suite{
 	{Name: "verifier", Kind: KindGinkgo, Packages: []string{"suites/verifier"}, OpLabels: true,
 		Args: []string{"-rapid.nofailfile"}, Env: []string{"TESSERA_QA_BIN=-"},
 		What: "invalid graphs refused with their code, one-edit graphs refused or agreeing with engine/ref (suites/verifier)"},
-	{Name: "numpyio", Kind: KindGinkgo, Packages: []string{"suites/numpyio"},
+	{Name: "numpyio", Kind: KindGinkgo, Packages: []string{"suites/numpyio"}, OpLabels: true,
 		What: "engine-written .npy/.npz read by NumPy and NumPy-written ones read by the engine, bit for bit (suites/numpyio; skips without numpy)"},
 	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
 		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},

@@ -10,6 +10,11 @@ import (
 	"github.com/tessera-qa/tessera-qa/numpyio"
 )
 
+// The specs carry the label cast, the op the tensor faults of mutate/fault.go name: the
+// mutation check runs a suite's specs of a fault's ops only, so it runs these under those
+// faults and skips them, at no cost, under the others.
+var ioLabel = Label("cast")
+
 // python returns the interpreter with NumPy, skipping (or failing, when asked for) without.
 func python() string {
 	py, asked := numpyio.Python()
@@ -22,7 +27,7 @@ func python() string {
 	return py
 }
 
-var _ = Describe("engine-written .npy and .npz", func() {
+var _ = Describe("engine-written .npy and .npz", ioLabel, func() {
 	It("read in NumPy with the engine's bits, dtype, shape and C order, for every dtype and rank", func() {
 		py := python()
 		dir := GinkgoT().TempDir()
@@ -39,7 +44,7 @@ var _ = Describe("engine-written .npy and .npz", func() {
 	})
 })
 
-var _ = Describe("NumPy-written .npy and .npz", func() {
+var _ = Describe("NumPy-written .npy and .npz", ioLabel, func() {
 	It("read in the engine with NumPy's bits and shape (np.save, np.savez, np.savez_compressed), or refused with a code", func() {
 		py := python()
 		entries, err := numpyio.WriteNumPy(py, GinkgoT().TempDir())
