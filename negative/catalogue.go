@@ -1,6 +1,7 @@
 package negative
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -201,6 +202,15 @@ var textCases = []Case{
 		Text: src("input %x: f32[65536,65536]", "%y = relu(%x)", "output %y")},
 	{Rule: "type/written-type-agrees", Op: "relu", Hook: parseGo + "node", Stage: StageParse, Code: errs.Shape, Names: []string{"%y", "relu", "f32[3,2]"},
 		Text: src("input %x: f32[2,3]", "%y: f32[3,2] = relu(%x)", "output %y")},
+	// The parser's own structural rules (the syntax itself is FuzzParse's and parse_test's).
+	{Rule: "parse/value-defined-once", Op: "relu", Hook: parseGo + "fresh", Stage: StageParse, Code: errs.Parse, Names: []string{"%x", "already defined"},
+		Text: src("input %x: f32[2,3]", "%x = relu(%x)", "output %x")},
+	{Rule: "parse/defined-before-use", Op: "relu", Hook: parseGo + "use", Stage: StageParse, Code: errs.Parse, Names: []string{"%h", "not defined"},
+		Text: src("input %x: f32[2,3]", "%y = relu(%h)", "%h = relu(%x)", "output %y")},
+	{Rule: "parse/has-outputs", Hook: parseGo + "finish", Stage: StageParse, Code: errs.Parse, Names: []string{"neg", "no output"},
+		Text: src("input %x: f32[2,3]", "%y = relu(%x)")},
+	{Rule: "parse/node-limit", Hook: parseGo + "node", Stage: StageParse, Code: errs.Input, Names: []string{"neg", "65536 nodes"},
+		Text: src(append(append([]string{"input %x: f32[1]"}, manyNodes(graph.MaxNodes+1)...), "output %x")...)},
 	{Rule: "type/written-dtype-agrees", Op: "relu", Hook: parseGo + "node", Stage: StageParse, Code: errs.DType, Names: []string{"%y", "relu", "f64"},
 		Text: src("input %x: f32[2,3]", "%y: f64[2,3] = relu(%x)", "output %y")},
 }
@@ -215,4 +225,13 @@ func meshed(rule, op, hook, line string, detail string) Case {
 func Cases() []Case {
 	out := append([]Case{}, textCases...)
 	return append(out, editCases()...)
+}
+
+// manyNodes returns n relu lines %n0 .. %n(n-1), each reading %x.
+func manyNodes(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "%n" + strconv.Itoa(i) + " = relu(%x)"
+	}
+	return out
 }

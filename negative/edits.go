@@ -12,6 +12,9 @@ var chain = src("input %x: f32[2,3]", "%h: f32[2,3] = relu(%x)", "%y: f32[3,2] =
 
 const verifyGo = "engine/graph/verify.go Verify"
 
+// A rule about a value is labelled with the op that reads it (relu), so that the mutation
+// check, which runs a fault's ops only, runs it.
+
 // editCases break the rules of graph.Verify that the text format cannot express (it names
 // every value once, in order, with a type the parser infers), as a Go program building a
 // graph can; then the compiler-side rules.
@@ -42,11 +45,11 @@ func editCases() []Case {
 		verify("verify/declared-dtype", "relu", errs.Shape, func(g *graph.Graph) {
 			g.Nodes[0].Output.Type.DType = numerics.F64
 		}, "%h", "relu", "f64"),
-		verify("verify/value-dtype-valid", "", errs.DType, func(g *graph.Graph) { g.Inputs[0].Type.DType = numerics.DType(200) }, "%x", "dtype"),
-		verify("verify/value-rank-bound", "", errs.Shape, func(g *graph.Graph) {
+		verify("verify/value-dtype-valid", "relu", errs.DType, func(g *graph.Graph) { g.Inputs[0].Type.DType = numerics.DType(200) }, "%x", "dtype"),
+		verify("verify/value-rank-bound", "relu", errs.Shape, func(g *graph.Graph) {
 			g.Inputs[0].Type.Shape = []int{1, 1, 1, 1, 1, 1, 1, 1, 1}
 		}, "%x", "rank 9 exceeds"),
-		verify("verify/value-element-bound", "", errs.Shape, func(g *graph.Graph) {
+		verify("verify/value-element-bound", "relu", errs.Shape, func(g *graph.Graph) {
 			g.Inputs[0].Type.Shape = []int{3074457345618258603, 3} // the product wraps to 1 in an int64
 		}, "%x", "elements"),
 		verify("verify/op-registered", "relu", errs.Unsupported, func(g *graph.Graph) { g.Nodes[0].Op = "frobnicate" }, "%h", "frobnicate"),
