@@ -18,6 +18,7 @@ const (
 	LayerGraph    Layer = "graph"    // engine/graph: the op registry and the verifier
 	LayerDist     Layer = "dist"     // engine/dist and the compiler's cut of rank programs: collectives
 	LayerOptim    Layer = "optim"    // engine/optim: the optimizers' update rules
+	LayerTensor   Layer = "tensor"   // engine/tensor: .npy and .npz files
 )
 
 // LayerJudge is the harness's own judges (chaos, stress, collectives, harness/report): a fault
@@ -26,7 +27,7 @@ const (
 const LayerJudge Layer = "judge"
 
 // Layers lists every layer, in catalogue order.
-var Layers = []Layer{LayerCompiler, LayerCPU, LayerNumerics, LayerGraph, LayerDist, LayerOptim, LayerJudge}
+var Layers = []Layer{LayerCompiler, LayerCPU, LayerNumerics, LayerGraph, LayerTensor, LayerDist, LayerOptim, LayerJudge}
 
 // Fault is one planted bug. Every field is required: a zero field is a catalogue error
 // (TestCatalogueIsComplete).
@@ -168,6 +169,28 @@ var catalogue = []Fault{
 		Breaks: "the fill that stands for a sum over an empty axis (or a matmul with K = 0) writes 1, the identity of a product, instead of 0: a row with no tokens sums to 1, and every non-empty case still passes"},
 	{Name: fp.EmptyKernelLaunched, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lower", Ops: []string{"relu", "add", "softmax", "matmul", "reshape", "concat"},
 		Breaks: "a kernel is lowered for an empty output too: its grid is 0 CTAs, which the Tile IR verifier refuses (and cuLaunchKernel would), so every graph with an empty value fails to compile with E_INTERNAL"},
+	// Verifier rules dropped, a float printer cut short, tensor files NumPy disagrees with
+	// (issue 21): each passes every suite of valid graphs and engine-only round trips.
+	{Name: fp.GraphSliceEndUnchecked, Layer: LayerGraph, Hook: "engine/graph/ops.go sliceInfer", Ops: []string{"slice"},
+		Breaks: "slice stops checking ends[i] <= dim: x[1:3] of a dim of 2 verifies, the kernel reads past the row (into the next row or the buffer's end) and the golden model panics"},
+	{Name: fp.GraphAxisRangeUnchecked, Layer: LayerGraph, Hook: "engine/graph/ops.go axisInfer", Ops: []string{"softmax", "log_softmax"},
+		Breaks: "softmax and log_softmax stop checking that axis is in [-rank, rank): softmax {axis=2} of a rank-2 tensor verifies and reaches lowering with an axis that does not exist"},
+	{Name: fp.GraphMatmulInnerUnchecked, Layer: LayerGraph, Hook: "engine/graph/ops.go MatmulDims", Ops: []string{"matmul", "batch_matmul"},
+		Breaks: "matmul stops checking that the inner dims agree: [2,3]x[4,5] verifies as [2,5] and the kernel sums over a K that one operand does not have (a silent wrong answer, or out-of-bounds reads)"},
+	{Name: fp.GraphDeclaredTypeUnchecked, Layer: LayerGraph, Hook: "engine/graph/verify.go Verify", Ops: []string{"transpose", "relu"},
+		Breaks: "Verify stops comparing a node's declared type with the type its op infers: a Go-built graph whose value says f32[2,3] where transpose makes f32[3,2] verifies, and buffers are sized by the wrong type"},
+	{Name: fp.GraphRankBoundDropped, Layer: LayerGraph, Hook: "engine/graph/verify.go CheckType", Ops: []string{"relu"},
+		Breaks: "CheckType stops bounding the rank at MaxRank: a Go-built rank-9 value verifies, past every fixed-size index array of the backends (the parser keeps its own bound)"},
+	{Name: fp.GraphTextFloatShort, Layer: LayerGraph, Hook: "engine/graph/text.go formatFloat", Ops: []string{"attention", "layernorm", "rmsnorm", "full_like"},
+		Breaks: "float attributes print with 6 significant digits (%g) instead of the shortest exact form: scale=1/3 reads back as 0.333333, so a stored failing case or a replay manifest runs another graph"},
+	// I/O faults change no op's result; Ops names cast, the op that makes every dtype a file
+	// carries, so that suites focused by op run a few specs under them rather than all.
+	{Name: fp.TensorNPYShapeReversed, Layer: LayerTensor, Hook: "engine/tensor/npy.go npyHeaderBytes", Ops: []string{"cast"},
+		Breaks: "the .npy writer writes the shape reversed (column-major, as a Fortran port would) and the reader reverses it back: the engine reads its own files right, NumPy reads a [2,3] output as [3,2]"},
+	{Name: fp.TensorNPYU2BigEndian, Layer: LayerTensor, Hook: "engine/tensor/npy.go arrayOf", Ops: []string{"cast"},
+		Breaks: "f16 and bf16 bit patterns go into '<u2' files big-endian, and the reader swaps them back: the engine round-trips, NumPy sees every 16-bit value byte-swapped"},
+	{Name: fp.TensorNPYFortranAccepted, Layer: LayerTensor, Hook: "engine/tensor/npy.go parseHeader", Ops: []string{"cast"},
+		Breaks: "the reader stops refusing fortran_order True and takes the column-major data as row-major: a NumPy array saved with np.asfortranarray arrives transposed in memory, without an error"},
 }
 
 // optimOps are the ops of an optimizer's update graph.

@@ -70,6 +70,14 @@ var suites = []Suite{
 	{Name: "frames", Kind: KindGinkgo, Packages: []string{"suites/collectives"},
 		Args: []string{"-ginkgo.focus=header field"}, Env: []string{"TESSERA_QA_BIN=-"},
 		What: "a frame wrong in one header field, refused naming the field, on inproc and tcp (suites/collectives)"},
+	// Issue 21: negative tests (invalid graphs, one-edit graphs) and the NumPy round trip.
+	// The verifier suite labels each spec with its op, so that a fault runs only its cases;
+	// TESSERA_QA_BIN=- leaves out its CLI specs, which a failpoints build does not carry.
+	{Name: "verifier", Kind: KindGinkgo, Packages: []string{"suites/verifier"}, OpLabels: true,
+		Args: []string{"-rapid.nofailfile"}, Env: []string{"TESSERA_QA_BIN=-"},
+		What: "invalid graphs refused with their code, one-edit graphs refused or agreeing with engine/ref (suites/verifier)"},
+	{Name: "numpyio", Kind: KindGinkgo, Packages: []string{"suites/numpyio"}, OpLabels: true,
+		What: "engine-written .npy/.npz read by NumPy and NumPy-written ones read by the engine, bit for bit (suites/numpyio; skips without numpy)"},
 	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
 		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},
 	// The judges' own tests, only those of the decisions the judge layer plants faults in: the

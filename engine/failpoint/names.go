@@ -53,6 +53,21 @@ const (
 	// gradient buckets.
 	DistBucketSlicesReversed   = "dist/bucket/slices-reversed"
 	DistBucketOnlyFirstReduced = "dist/bucket/only-first-reduced"
+
+	// Verifier rules dropped (engine/graph): an invalid graph verifies and reaches a kernel.
+	// Only negative tests catch them (suites/verifier), every other suite runs valid graphs.
+	GraphSliceEndUnchecked     = "graph/verify/slice-end-unchecked"
+	GraphAxisRangeUnchecked    = "graph/verify/axis-range-unchecked"
+	GraphMatmulInnerUnchecked  = "graph/verify/matmul-inner-dims-unchecked"
+	GraphDeclaredTypeUnchecked = "graph/verify/declared-type-unchecked"
+	GraphRankBoundDropped      = "graph/verify/rank-bound-dropped"
+	// The text format (engine/graph/text.go): a float attribute printed short.
+	GraphTextFloatShort = "graph/text/float-printed-short"
+	// Tensor files (engine/tensor): writer and reader agree with each other and not with
+	// NumPy, so only a NumPy round trip (suites/numpyio) sees them.
+	TensorNPYShapeReversed   = "tensor/npy/shape-reversed"
+	TensorNPYU2BigEndian     = "tensor/npy/u2-big-endian"
+	TensorNPYFortranAccepted = "tensor/npy/fortran-order-accepted"
 )
 
 // Shard pass rules (engine/compiler/shard.go): each breaks one rule for the layouts it
@@ -102,6 +117,8 @@ func Names() []string {
 		DistFrameSeqUnchecked, DistFramePartUnchecked, DistFrameDTypeUnchecked, DistFrameCRCUnchecked,
 		OptimSGDNesterovIgnored, OptimSGDFirstStepDampened, OptimAdamWBiasCorrection2Off, OptimAdamWDecayCoupled, OptimAdamWEpsBeforeBC2,
 		EmptyReduceGarbage, EmptyKernelLaunched, // issue 21, empty tensors
+		GraphSliceEndUnchecked, GraphAxisRangeUnchecked, GraphMatmulInnerUnchecked, GraphDeclaredTypeUnchecked,
+		GraphRankBoundDropped, GraphTextFloatShort, TensorNPYShapeReversed, TensorNPYU2BigEndian, TensorNPYFortranAccepted,
 	}
 }
 

@@ -90,6 +90,9 @@ func (g *Graph) Value(name string) *Value {
 func (g *Graph) Clone() *Graph {
 	vm := map[*Value]*Value{}
 	cv := func(v *Value) *Value {
+		if v == nil { // a broken graph clones broken, so that Verify, not Clone, reports it
+			return nil
+		}
 		if c, ok := vm[v]; ok {
 			return c
 		}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 )
 
 // Print renders g in the canonical text format (docs/graph-format.md): two-space indent, every
@@ -93,7 +95,7 @@ func formatFloat(f float64) string {
 	case math.IsInf(f, -1):
 		return "-inf"
 	}
-	s := strconv.FormatFloat(f, 'g', -1, 64)
+	s := strconv.FormatFloat(f, 'g', failpoint.Pick(failpoint.GraphTextFloatShort, -1, 6), 64)
 	if !strings.ContainsAny(s, ".e") {
 		s += ".0"
 	}

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -228,7 +229,8 @@ func readNPY(r io.Reader, what string) (*Array, error) {
 	case err != io.EOF:
 		return nil, inputErr(what, "after the data: %v", err)
 	}
-	return &Array{Descr: h.descr, Shape: h.shape, Data: data}, nil
+	data = failpoint.Apply(failpoint.TensorNPYU2BigEndian, data, swapU2(h.descr))
+	return &Array{Descr: h.descr, Shape: failpoint.Apply(failpoint.TensorNPYShapeReversed, h.shape, reversedDims), Data: data}, nil
 }
 
 // readN reads exactly n bytes, growing the buffer as data arrives so that a header promising
@@ -353,7 +355,7 @@ func parseHeader(s string) (npyHeader, error) {
 			return h, p.fail("header dict has no key %q", k)
 		}
 	}
-	if h.fortran {
+	if h.fortran && !failpoint.Enabled(failpoint.TensorNPYFortranAccepted) {
 		return h, errs.New(errs.Input, "fortran_order is True: save a C-ordered array (np.ascontiguousarray)")
 	}
 	return h, nil
@@ -484,7 +486,7 @@ func arrayOf(name string, t *Tensor) (*Array, error) {
 	if len(t.Data) != n {
 		return nil, errs.New(errs.Input, "tensor %q: %d data bytes for %s (want %d)", name, len(t.Data), t.TypeString(), n)
 	}
-	return &Array{Name: name, Descr: d, Shape: t.Shape, Data: t.Data}, nil
+	return &Array{Name: name, Descr: d, Shape: t.Shape, Data: failpoint.Apply(failpoint.TensorNPYU2BigEndian, t.Data, swapU2(d))}, nil
 }
 
 func writeArray(w io.Writer, a *Array, what string) error {
@@ -503,7 +505,7 @@ func writeArray(w io.Writer, a *Array, what string) error {
 func npyHeaderBytes(descr string, shape []int) []byte {
 	var b strings.Builder
 	b.WriteString("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (")
-	for i, d := range shape {
+	for i, d := range failpoint.Apply(failpoint.TensorNPYShapeReversed, shape, reversedDims) {
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -537,3 +539,25 @@ func npyHeaderBytes(descr string, shape []int) []byte {
 }
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// Planted faults only (engine/failpoint): a writer and reader that agree with each other.
+
+// reversedDims is a shape in column-major order, as a port from Fortran would write it.
+func reversedDims(s []int) []int {
+	out := slices.Clone(s)
+	slices.Reverse(out)
+	return out
+}
+
+// swapU2 returns a function that byte-swaps the 16-bit elements of '<u2' data (a copy).
+func swapU2(descr string) func([]byte) []byte {
+	return func(b []byte) []byte {
+		out := slices.Clone(b)
+		if descr == "<u2" {
+			for i := 0; i+1 < len(out); i += 2 {
+				out[i], out[i+1] = out[i+1], out[i]
+			}
+		}
+		return out
+	}
+}
