@@ -114,6 +114,12 @@ var catalogue = []Fault{
 		Breaks: "a bucket's reduced buffers go back in reverse order: each tensor of a data-parallel step gets another tensor's average (or a truncated piece of it), every rank alike, so the ranks agree with each other and the bits repeat"},
 	{Name: fp.DistBucketOnlyFirstReduced, Layer: LayerDist, Hook: "engine/dist/dtensor/exec.go ExecBucket", Ops: []string{"all_reduce"},
 		Breaks: "a mesh program's bucket step hands only its first tensor to the collective: every other weight gradient of a tensor-parallel step stays this rank's own, not summed over dp, and every rank still finishes without an error"},
+	// Row kernels across tiles (issue 21): exact in real arithmetic, wrong only where a row's
+	// tiles differ by more than exp's range, which the property suite's edge schedule draws first.
+	{Name: fp.CPUSoftmaxMaxFrozen, Layer: LayerCPU, Hook: "engine/backend/cpu/reduce.go (*worker).onlineSoftmax", Ops: []string{"softmax", "log_softmax", "attention", "attention_lse", "attention_grad"},
+		Breaks: "online softmax keeps the running max of the first tile with a finite value (alpha stays 1): exact until a later tile lies more than exp's range above it (88.7 in f32), where exp(x - m) overflows to Inf and the row becomes NaN"},
+	{Name: fp.LogSoftmaxFirstTileMax, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"log_softmax"},
+		Breaks: "log_softmax shifts each row by the maximum of its first tile only and sums exp(x - m) over every tile: a later tile more than exp's range above the first overflows the sum (the row becomes -Inf), a first tile of -Inf makes it NaN"},
 }
 
 // Catalogue returns every planted fault, in a fixed order.

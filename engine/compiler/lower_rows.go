@@ -83,6 +83,7 @@ func (b *kbuilder) lowerRowwise(n *graph.Node, sc Schedule) error {
 		Faults: tile.RowsFaults{
 			MaxInitZero:       failpoint.Enabled(failpoint.SoftmaxMaxInitZero) && (n.Op == "softmax" || n.Op == "log_softmax"),
 			PaddingInVariance: failpoint.Enabled(failpoint.LayernormPaddingInVariance),
+			FirstTileMax:      failpoint.Enabled(failpoint.LogSoftmaxFirstTileMax) && n.Op == "log_softmax",
 		}}
 	if n.Op == "layernorm" {
 		r.Eps = failpoint.Pick(failpoint.LayernormEpsDropped, r.Eps, 0)

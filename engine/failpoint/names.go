@@ -53,6 +53,11 @@ const (
 	// gradient buckets.
 	DistBucketSlicesReversed   = "dist/bucket/slices-reversed"
 	DistBucketOnlyFirstReduced = "dist/bucket/only-first-reduced"
+
+	// Row kernels across tiles (issue 21): only a row whose tiles differ by more than exp's
+	// range (or a tile of -Inf) shows them.
+	CPUSoftmaxMaxFrozen    = "cpu/online-softmax/max-frozen-after-first-tile"
+	LogSoftmaxFirstTileMax = "compiler/log-softmax/first-tile-max"
 )
 
 // Names lists every fault name, in the order above.
@@ -69,6 +74,7 @@ func Names() []string {
 		CPUReduceRightToLeft, CPUSoftmaxSumNotRescaled, CPUMMARaggedColumn,
 		NumericsTiesAwayFromZero, GraphAttrValuesUnchecked,
 		DistBucketSlicesReversed, DistBucketOnlyFirstReduced,
+		CPUSoftmaxMaxFrozen, LogSoftmaxFirstTileMax,
 	}
 }
 
