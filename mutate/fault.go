@@ -120,6 +120,12 @@ var catalogue = []Fault{
 		Breaks: "online softmax keeps the running max of the first tile with a finite value (alpha stays 1): exact until a later tile lies more than exp's range above it (88.7 in f32), where exp(x - m) overflows to Inf and the row becomes NaN"},
 	{Name: fp.LogSoftmaxFirstTileMax, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"log_softmax"},
 		Breaks: "log_softmax shifts each row by the maximum of its first tile only and sums exp(x - m) over every tile: a later tile more than exp's range above the first overflows the sum (the row becomes -Inf), a first tile of -Inf makes it NaN"},
+	// Accumulators narrower than the inputs (issue 21): no golden case and no agree/ref draw names
+	// one; accum/bits and the rounding suite check every accepted combination bit for bit.
+	{Name: fp.MatmulNarrowAccumRoundedOnce, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerMatmul", Ops: matmulOps,
+		Breaks: "a matmul asking for an accumulator narrower than f32 (accum=bf16, f16, fp8) accumulates in f64 and rounds once at the end: more accurate than asked, so within every tolerance, and not the bits Tile IR's rules give (a bf16 sum of 300 ones is 256, not 300)"},
+	{Name: fp.ReduceAccumIgnoredF64, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerReduce", Ops: []string{"reduce_sum", "reduce_mean", "reduce_max"},
+		Breaks: "a reduction of f64 operands ignores its accum attribute and accumulates in f64 (accum=f32 on f64 inputs gives the f64 sum, and reduce_max the unrounded max)"},
 }
 
 // Catalogue returns every planted fault, in a fixed order.

@@ -58,6 +58,10 @@ const (
 	// range (or a tile of -Inf) shows them.
 	CPUSoftmaxMaxFrozen    = "cpu/online-softmax/max-frozen-after-first-tile"
 	LogSoftmaxFirstTileMax = "compiler/log-softmax/first-tile-max"
+
+	// Accumulators narrower than the inputs (issue 21): only graphs that ask for one show them.
+	MatmulNarrowAccumRoundedOnce = "compiler/matmul/narrow-accum-rounded-once"
+	ReduceAccumIgnoredF64        = "compiler/reduce/accum-ignored-for-f64"
 )
 
 // Names lists every fault name, in the order above.
@@ -75,6 +79,7 @@ func Names() []string {
 		NumericsTiesAwayFromZero, GraphAttrValuesUnchecked,
 		DistBucketSlicesReversed, DistBucketOnlyFirstReduced,
 		CPUSoftmaxMaxFrozen, LogSoftmaxFirstTileMax,
+		MatmulNarrowAccumRoundedOnce, ReduceAccumIgnoredF64,
 	}
 }
 
