@@ -143,15 +143,16 @@ func EncodeExact(d numerics.DType, x *big.Float) uint64 {
 	if x.Sign() == 0 {
 		return sign
 	}
-	a := new(big.Float).SetPrec(exactPrec).Abs(x)
+	prec := x.Prec() + 64 // the scalings below are exact at x's precision; the +64 holds n + rest
+	a := new(big.Float).SetPrec(prec).Abs(x)
 	e := a.MantExp(nil) - 1 // a in [2^e, 2^(e+1))
 	q := e - int(f.Man)
 	if e < f.emin() {
 		q = f.emin() - int(f.Man)
 	}
-	scaled := new(big.Float).SetPrec(exactPrec).SetMantExp(a, -q)
+	scaled := new(big.Float).SetPrec(prec).SetMantExp(a, -q)
 	n, _ := scaled.Int(nil)
-	rest := new(big.Float).SetPrec(exactPrec).Sub(scaled, new(big.Float).SetPrec(exactPrec).SetInt(n))
+	rest := new(big.Float).SetPrec(prec).Sub(scaled, new(big.Float).SetPrec(prec).SetInt(n))
 	switch rest.Cmp(big.NewFloat(0.5)) {
 	case 1:
 		n.Add(n, big.NewInt(1))
@@ -160,7 +161,7 @@ func EncodeExact(d numerics.DType, x *big.Float) uint64 {
 			n.Add(n, big.NewInt(1))
 		}
 	}
-	rounded := new(big.Float).SetPrec(exactPrec).SetInt(n)
+	rounded := new(big.Float).SetPrec(prec).SetInt(n)
 	rounded.SetMantExp(rounded, q)
 	if rounded.Cmp(new(big.Float).SetFloat64(f.MaxFinite())) > 0 {
 		if f.Saturate {

@@ -15,8 +15,8 @@ import (
 func TestEncodeExactAgreesWithEncode(t *testing.T) {
 	for _, d := range Floats {
 		f, _ := FormatOf(d)
-		for _, x := range Inputs(numerics.F64, d) {
-			if x != x {
+		for i, x := range Inputs(numerics.F64, d) {
+			if x != x || i%11 != 0 { // a spread: all of them take seconds, and the rules are per binade
 				continue
 			}
 			if got, want := EncodeExact(d, new(big.Float).SetFloat64(x)), f.Encode(x); got != want {
