@@ -69,7 +69,7 @@ var edgeDTypes = []numerics.DType{numerics.F32, numerics.F16, numerics.BF16, num
 func EdgeSchedule(special bool) []Edge {
 	patterns := []EdgePattern{EdgeUp, EdgeDown, EdgeMasked, EdgeEqual}
 	if special {
-		patterns = []EdgePattern{EdgeUp, EdgeDown, EdgeMasked, EdgeInf}
+		patterns = []EdgePattern{EdgeUp, EdgeDown, EdgeMasked, EdgeInf, EdgeEqual}
 	}
 	var out []Edge
 	i := 0

@@ -3,6 +3,8 @@ package prop
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
@@ -45,6 +47,7 @@ func TileWidth(op string, dt numerics.DType) (int, error) {
 		kind = "attention"
 		q, k := b.Input("q", dt, 4, 8), b.Input("k", dt, long, 8)
 		if op == "attention_lse" {
+			kind = "attention_grad" // its kernel is the backward's statistics sweep
 			b.Output(b.Op(op, nil, q, k))
 			break
 		}
@@ -85,22 +88,43 @@ const (
 )
 
 // expRange is ln of the largest finite value of the accumulator a row op on dt computes in:
-// two logits farther apart than this overflow or underflow exp between tiles.
+// two logits farther apart than this overflow or underflow exp between tiles. Attention on f16
+// and bf16 rounds its probabilities to the storage dtype before P·V, so there the storage's
+// range counts (ln 65504 = 11.1 for f16).
 func expRange(n *graph.Node) float64 {
+	dt := n.Inputs[0].Type.DType
 	acc := numerics.F32
-	if n.Inputs[0].Type.DType == numerics.F64 {
+	if dt == numerics.F64 {
 		acc = numerics.F64
 	}
 	if n.HasAttrSet("accum") {
 		acc = n.DTypeAttr("accum")
 	}
-	return math.Log(numerics.MaxFinite(acc))
+	r := math.Log(numerics.MaxFinite(acc))
+	if strings.HasPrefix(n.Op, "attention") && (dt == numerics.F16 || dt == numerics.BF16) {
+		r = min(r, math.Log(numerics.MaxFinite(dt)))
+	}
+	return r
 }
 
 // TileExtremes lists which tile-crossing extremes (Extreme*) the inputs of c's row ops hold:
 // per row longer than the op's tile width, the maxima of its tiles (attention: of the scores
 // q·k^T·scale of one key tile), -Inf entries, and rows of one value.
 func TileExtremes(c *Case) []string {
+	var out []string
+	for _, k := range []string{ExtremeUp, ExtremeDown, ExtremeMasked, ExtremeEqual} {
+		for _, m := range TileExtremesByOp(c) {
+			if strings.HasSuffix(m, "/"+k) {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TileExtremesByOp is TileExtremes per op: "softmax/later-tile-above", ..., sorted.
+func TileExtremesByOp(c *Case) []string {
 	vals := map[*graph.Value]*tensor.Tensor{}
 	for _, v := range c.Graph.Inputs {
 		vals[v] = c.Inputs[v.Name]
@@ -123,16 +147,19 @@ func TileExtremes(c *Case) []string {
 		if err != nil {
 			continue
 		}
+		kinds := map[string]bool{}
 		for _, row := range tiledRows(n, in) {
-			classify(row, w, expRange(n), met)
+			classify(row, w, expRange(n), kinds)
+		}
+		for k := range kinds {
+			met[n.Op+"/"+k] = true
 		}
 	}
-	var out []string
-	for _, k := range []string{ExtremeUp, ExtremeDown, ExtremeMasked, ExtremeEqual} {
-		if met[k] {
-			out = append(out, k)
-		}
+	out := make([]string, 0, len(met))
+	for k := range met {
+		out = append(out, k)
 	}
+	slices.Sort(out)
 	return out
 }
 
