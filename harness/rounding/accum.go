@@ -24,27 +24,87 @@ const exactPrec = 2300
 // to the dtype (integers: wrapped at its width).
 type Accum struct{ DType numerics.DType }
 
-// step applies op to a and b exactly and rounds the result: float64 arithmetic is IEEE's
-// rounding to f64 already; integers wrap (i does the operation in int64, exact for two int32
-// operands). Non-finite operands follow IEEE arithmetic (Inf + finite = Inf, Inf - Inf = NaN),
-// which no rounding changes.
-func (a Accum) step(x, y float64, op func(z, x, y *big.Float) *big.Float, f func(x, y float64) float64, i func(x, y int64) int64) float64 {
+// arith names the three steps an accumulator takes.
+type arith int
+
+const (
+	opAdd arith = iota
+	opMul
+	opDiv
+)
+
+// step applies op to x and y exactly and rounds the result: float64 arithmetic is IEEE's
+// rounding to f64 already; integers wrap (in int64, exact for two int32 operands). Non-finite
+// operands follow IEEE arithmetic (Inf + finite = Inf, Inf - Inf = NaN), which no rounding
+// changes. Where the float64 result is exact (exactInFloat64, most steps) it is rounded once;
+// otherwise the exact value is computed with big numbers.
+func (a Accum) step(x, y float64, op arith) float64 {
+	var r float64
+	switch op {
+	case opAdd:
+		r = x + y
+	case opMul:
+		r = x * y
+	default:
+		r = x / y
+	}
 	switch {
 	case a.DType.IsInt():
-		return float64(int8OrInt32(a.DType, i(int64(x), int64(y))))
+		i, j := int64(x), int64(y)
+		switch op {
+		case opAdd:
+			return float64(int8OrInt32(a.DType, i+j))
+		case opMul:
+			return float64(int8OrInt32(a.DType, i*j))
+		}
+		return float64(int8OrInt32(a.DType, i/j))
 	case a.DType == numerics.F64:
-		return f(x, y)
-	case math.IsInf(x, 0) || math.IsInf(y, 0) || x != x || y != y:
-		return a.roundFloat(f(x, y))
+		return r
+	case math.IsInf(x, 0) || math.IsInf(y, 0) || x != x || y != y, op == opDiv && y == 0:
+		return a.roundFloat(r)
+	case exactInFloat64(x, y, r, op):
+		return a.roundFloat(r)
 	}
+	return a.bigStep(x, y, r, op)
+}
+
+// bigStep is step on finite floats through big numbers: exact, then rounded once.
+func (a Accum) bigStep(x, y, r float64, op arith) float64 {
 	z := new(big.Float).SetPrec(exactPrec)
 	bx, by := new(big.Float).SetPrec(exactPrec).SetFloat64(x), new(big.Float).SetPrec(exactPrec).SetFloat64(y)
-	if op(z, bx, by).Sign() == 0 {
+	switch op {
+	case opAdd:
+		z.Add(bx, by)
+	case opMul:
+		z.Mul(bx, by)
+	default:
+		z.Quo(bx, by)
+	}
+	if z.Sign() == 0 {
 		// Exact zero: IEEE's sign (x + y of opposite zeros and exact cancellation give +0,
 		// a product or quotient the xor of the signs), which float64 arithmetic gives exactly.
-		return f(x, y)
+		return r
 	}
 	return DecodeDType(a.DType, EncodeExact(a.DType, z))
+}
+
+// exactInFloat64 reports whether r, the float64 result of x op y, is the exact result: the
+// error of a sum (TwoSum) or the residual of a product or quotient (one fused multiply-add) is
+// zero. Only far from the subnormals, where the residual itself would round.
+func exactInFloat64(x, y, r float64, op arith) bool {
+	const safe = 0x1p-900
+	tiny := func(v float64) bool { return v != 0 && math.Abs(v) < safe }
+	if math.IsInf(r, 0) || math.Abs(r) < safe || tiny(x) || tiny(y) {
+		return false
+	}
+	switch op {
+	case opAdd:
+		bv := r - x
+		return (x-(r-bv))+(y-bv) == 0
+	case opMul:
+		return math.FMA(x, y, -r) == 0
+	}
+	return math.FMA(r, y, -x) == 0
 }
 
 // roundFloat is a float64 value (Inf, NaN or exact) rounded to the accumulator.
@@ -67,13 +127,13 @@ func int8OrInt32(d numerics.DType, v int64) int64 {
 
 // Add is RN(x + y), Mul RN(x·y), Div RN(x/y) in the accumulator.
 func (a Accum) Add(x, y float64) float64 {
-	return a.step(x, y, (*big.Float).Add, func(x, y float64) float64 { return x + y }, func(x, y int64) int64 { return x + y })
+	return a.step(x, y, opAdd)
 }
 func (a Accum) Mul(x, y float64) float64 {
-	return a.step(x, y, (*big.Float).Mul, func(x, y float64) float64 { return x * y }, func(x, y int64) int64 { return x * y })
+	return a.step(x, y, opMul)
 }
 func (a Accum) Div(x, y float64) float64 {
-	return a.step(x, y, (*big.Float).Quo, func(x, y float64) float64 { return x / y }, func(x, y int64) int64 { return x / y })
+	return a.step(x, y, opDiv)
 }
 
 // Round is x (exact in float64) rounded to the accumulator.

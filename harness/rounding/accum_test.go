@@ -3,6 +3,7 @@ package rounding
 import (
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
@@ -71,4 +72,38 @@ func TestAccumCasesMatchTheCPU(t *testing.T) {
 		}
 	}
 	t.Logf("%d combinations", len(cs))
+}
+
+// The float64 shortcut of Accum's steps gives what the big numbers give, on operands of every
+// magnitude (subnormal to huge, both signs), into every narrow accumulator.
+func TestAccumShortcutMatchesBigNumbers(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	draw := func() float64 {
+		v := math.Ldexp(r.Float64()+0.5, r.IntN(200)-100)
+		if r.IntN(8) == 0 {
+			v = math.Ldexp(r.Float64(), -1074+r.IntN(60)) // f64 subnormals and just above
+		}
+		if r.IntN(2) == 0 {
+			v = -v
+		}
+		if r.IntN(3) == 0 {
+			v = float64(float32(v)) // an f32 operand, exact sums and products are common
+		}
+		return v
+	}
+	for _, d := range []numerics.DType{numerics.F32, numerics.F16, numerics.BF16, numerics.F8E4M3, numerics.F8E5M2} {
+		a := Accum{DType: d}
+		for range 20000 {
+			x, y := draw(), draw()
+			for _, op := range []arith{opAdd, opMul, opDiv} {
+				r := [...]float64{x + y, x * y, x / y}[op]
+				if math.IsInf(r, 0) || r != r || y == 0 {
+					continue
+				}
+				if got, want := a.step(x, y, op), a.bigStep(x, y, r, op); got != want && !(got != got && want != want) {
+					t.Fatalf("%s op %d of %v, %v: %v, big numbers %v", d, op, x, y, got, want)
+				}
+			}
+		}
+	}
 }
