@@ -191,6 +191,18 @@ var catalogue = []Fault{
 		Breaks: "f16 and bf16 bit patterns go into '<u2' files big-endian, and the reader swaps them back: the engine round-trips, NumPy sees every 16-bit value byte-swapped"},
 	{Name: fp.TensorNPYFortranAccepted, Layer: LayerTensor, Hook: "engine/tensor/npy.go parseHeader", Ops: []string{"cast"},
 		Breaks: "the reader stops refusing fortran_order True and takes the column-major data as row-major: a NumPy array saved with np.asfortranarray arrives transposed in memory, without an error"},
+	// Row kernels across tiles (issue 21): exact in real arithmetic, wrong only where a row's
+	// tiles differ by more than exp's range, which the property suite's edge schedule draws first.
+	{Name: fp.CPUSoftmaxMaxFrozen, Layer: LayerCPU, Hook: "engine/backend/cpu/reduce.go (*worker).onlineSoftmax", Ops: []string{"softmax", "log_softmax", "attention", "attention_lse", "attention_grad"},
+		Breaks: "online softmax keeps the running max of the first tile with a finite value (alpha stays 1): exact until a later tile lies more than exp's range above it (88.7 in f32), where exp(x - m) overflows to Inf and the row becomes NaN"},
+	{Name: fp.LogSoftmaxFirstTileMax, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"log_softmax"},
+		Breaks: "log_softmax shifts each row by the maximum of its first tile only and sums exp(x - m) over every tile: a later tile more than exp's range above the first overflows the sum (the row becomes -Inf), a first tile of -Inf makes it NaN"},
+	// Accumulators narrower than the inputs (issue 21): no golden case and no agree/ref draw names
+	// one; accum/bits and the rounding suite check every accepted combination bit for bit.
+	{Name: fp.MatmulNarrowAccumRoundedOnce, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerMatmul", Ops: matmulOps,
+		Breaks: "a matmul asking for an accumulator narrower than f32 (accum=bf16, f16, fp8) accumulates in f64 and rounds once at the end: more accurate than asked, so within every tolerance, and not the bits Tile IR's rules give (a bf16 sum of 300 ones is 256, not 300)"},
+	{Name: fp.ReduceAccumIgnoredF64, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerReduce", Ops: []string{"reduce_sum", "reduce_mean", "reduce_max"},
+		Breaks: "a reduction of f64 operands ignores its accum attribute and accumulates in f64 (accum=f32 on f64 inputs gives the f64 sum, and reduce_max the unrounded max)"},
 }
 
 // optimOps are the ops of an optimizer's update graph.

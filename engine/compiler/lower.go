@@ -324,6 +324,8 @@ func (b *kbuilder) lowerMatmul(n *graph.Node, sc Schedule) error {
 		return err
 	}
 	acc := failpoint.Pick(failpoint.MatmulAccumBF16, accumDType(n), numerics.BF16)
+	asked := acc
+	acc = failpoint.Apply(failpoint.MatmulNarrowAccumRoundedOnce, acc, wideInsteadOfNarrow)
 	bm, bn, bk := sc.BM, sc.BN, sc.BK
 	g := b.grid(batch, ceilDiv(m, bm), ceilDiv(nn, bn))
 	pa, pb := b.param(av, false), b.param(bv, false)
@@ -347,6 +349,9 @@ func (b *kbuilder) lowerMatmul(n *graph.Node, sc Schedule) error {
 			Rows: bk, Cols: bn, Mask: failpoint.Pick(failpoint.MatmulKTailUnmasked, true, false)}, 0)
 		b.emit(tile.MMA{Acc: c, A: a, B: bt, AccDType: acc})
 	})
+	if acc != asked {
+		c = b.round(c, asked)
+	}
 	if n.Op == "scaled_matmul" {
 		c = b.scaleEpilogue(c, n.Inputs[2], n.Inputs[3])
 	}
@@ -367,6 +372,16 @@ func (b *kbuilder) scaleEpilogue(c tile.Reg, sa, sb *graph.Value) tile.Reg {
 	}
 	scale := b.binary(tile.Mul, scalar(sa), scalar(sb), numerics.F32)
 	return b.binary(tile.Mul, c, scale, numerics.F32)
+}
+
+// wideInsteadOfNarrow is the planted bug compiler/matmul/narrow-accum-rounded-once: a float
+// accumulator narrower than f32 is replaced by f64, the sum rounded to it once at the end, as
+// a kernel that accumulates on wide hardware and only converts its result would.
+func wideInsteadOfNarrow(a numerics.DType) numerics.DType {
+	if a.IsFloat() && a.Size() < 4 {
+		return numerics.F64
+	}
+	return a
 }
 
 // ---- attention ----

@@ -42,7 +42,12 @@ func (b *kbuilder) lowerReduce(n *graph.Node, sc Schedule) error {
 	}
 	outer, inner := reduceExtent(n)
 	rm, cn := sc.BM, sc.BN
-	acc := accumDType(n)
+	acc := failpoint.Apply(failpoint.ReduceAccumIgnoredF64, accumDType(n), func(a numerics.DType) numerics.DType {
+		if x.Type.DType == numerics.F64 && a.IsFloat() {
+			return numerics.F64 // the planted bug: f64 operands keep f64 whatever accum says
+		}
+		return a
+	})
 	op, comb, init := tile.Sum, tile.Add, 0.0
 	if n.Op == "reduce_max" {
 		op, comb, init = tile.MaxRed, tile.Max, math.Inf(-1)
@@ -83,6 +88,7 @@ func (b *kbuilder) lowerRowwise(n *graph.Node, sc Schedule) error {
 		Faults: tile.RowsFaults{
 			MaxInitZero:       failpoint.Enabled(failpoint.SoftmaxMaxInitZero) && (n.Op == "softmax" || n.Op == "log_softmax"),
 			PaddingInVariance: failpoint.Enabled(failpoint.LayernormPaddingInVariance),
+			FirstTileMax:      failpoint.Enabled(failpoint.LogSoftmaxFirstTileMax) && n.Op == "log_softmax",
 		}}
 	if n.Op == "layernorm" {
 		r.Eps = failpoint.Pick(failpoint.LayernormEpsDropped, r.Eps, 0)

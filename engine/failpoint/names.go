@@ -97,6 +97,14 @@ const (
 	OptimAdamWBiasCorrection2Off = "optim/adamw/bias-correction2-dropped"
 	OptimAdamWDecayCoupled       = "optim/adamw/weight-decay-coupled"
 	OptimAdamWEpsBeforeBC2       = "optim/adamw/eps-before-bias-correction"
+	// Row kernels across tiles (issue 21): only a row whose tiles differ by more than exp's
+	// range (or a tile of -Inf) shows them.
+	CPUSoftmaxMaxFrozen    = "cpu/online-softmax/max-frozen-after-first-tile"
+	LogSoftmaxFirstTileMax = "compiler/log-softmax/first-tile-max"
+
+	// Accumulators narrower than the inputs (issue 21): only graphs that ask for one show them.
+	MatmulNarrowAccumRoundedOnce = "compiler/matmul/narrow-accum-rounded-once"
+	ReduceAccumIgnoredF64        = "compiler/reduce/accum-ignored-for-f64"
 )
 
 // Names lists every fault name, in the order above.
@@ -119,6 +127,8 @@ func Names() []string {
 		EmptyReduceGarbage, EmptyKernelLaunched, // issue 21, empty tensors
 		GraphSliceEndUnchecked, GraphAxisRangeUnchecked, GraphMatmulInnerUnchecked, GraphDeclaredTypeUnchecked,
 		GraphRankBoundDropped, GraphTextFloatShort, TensorNPYShapeReversed, TensorNPYU2BigEndian, TensorNPYFortranAccepted,
+		CPUSoftmaxMaxFrozen, LogSoftmaxFirstTileMax,
+		MatmulNarrowAccumRoundedOnce, ReduceAccumIgnoredF64,
 	}
 }
 

@@ -282,9 +282,6 @@ func axisInfer(n *Node, in []Type) (Type, error) {
 	if _, err := NormAxis(int(n.IntAttr("axis")), in[0].Rank()); err != nil && !failpoint.Enabled(failpoint.GraphAxisRangeUnchecked) {
 		return Type{}, fmt.Errorf("axis %d: %w", n.IntAttr("axis"), err)
 	}
-	if err := checkAccum(n, in[0].DType); err != nil { // an int accumulator zeroed every float row
-		return Type{}, err
-	}
 	return same(n, in)
 }
 
@@ -301,9 +298,6 @@ func normInfer(n *Node, in []Type) (Type, error) {
 	}
 	if e := n.FloatAttr("eps"); !(e >= 0) {
 		return Type{}, fmt.Errorf("eps must be >= 0, got %g", e)
-	}
-	if err := checkAccum(n, x.DType); err != nil {
-		return Type{}, err
 	}
 	return same(n, in)
 }

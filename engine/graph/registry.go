@@ -208,6 +208,13 @@ func InferNodeIn(n *Node, m *mesh.Mesh) (Type, error) {
 			return Type{}, errs.New(errs.DType, "%s: inputs of %s must share one dtype, got %s and %s", nodeRef(n), n.Op, in[0], t)
 		}
 	}
+	// Every op that accumulates takes the same accumulators: a float for float inputs, an int
+	// for ints (issue 21: softmax, the norms and mse_loss accepted accum=int32 or bool on f32).
+	if d.attrSpec("accum") != nil && len(in) > 0 {
+		if err := checkAccum(n, in[0].DType); err != nil {
+			return Type{}, errs.New(errs.DType, "%s: %s: %v", nodeRef(n), n.Op, err)
+		}
+	}
 	var out Type
 	var err error
 	switch {

@@ -21,6 +21,8 @@ type Config struct {
 	// Special draws every fresh float input from ClassSpecial or ClassLogits and turns the
 	// magnitude guard off (Tolerance.NoGuard): the NaN/Inf propagation property.
 	Special bool
+	// edges numbers the draws of one Check for the edge schedule (edges.go); nil outside Check.
+	edges *edgeCursor
 }
 
 // DefaultConfig is what the suite uses: 1 to 12 ops over the whole registry.

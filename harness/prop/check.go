@@ -3,6 +3,7 @@ package prop
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -31,6 +32,10 @@ type Options struct {
 	FailFile string
 	// Tally, when set, counts the property's cases (the CLI's table).
 	Tally *Tally
+	// NoEdges skips the edge schedule (edges.go): random cases from the first draw. A replay
+	// (FailFile, or -rapid.seed / RAPID_SEED given by the user) always does, since the
+	// schedule numbers the draws of a whole run, which a replay of one case does not make.
+	NoEdges bool
 }
 
 // Tally counts one Check's cases: Passed before the first failure, Failed (0 or 1: rapid stops
@@ -109,6 +114,11 @@ func Check(tb rapid.TB, p Property, e Env, o Options) {
 		}
 		defer flag.Set(name, old) //nolint:errcheck // restoring a value the flag held before
 	}
+	edges := &edgeCursor{}
+	if o.NoEdges || o.FailFile != "" || userSet["rapid.seed"] || userSet["rapid.failfile"] {
+		edges.next, edges.cur = math.MaxInt, math.MaxInt
+	}
+	e.Config.edges = edges
 	body := p.Body(e)
 	tally := o.Tally
 	if tally == nil {
@@ -129,6 +139,7 @@ func Check(tb rapid.TB, p Property, e Env, o Options) {
 		}
 	}()
 	rapid.Check(&deferTB{TB: tb}, func(t *rapid.T) {
+		edges.begin(failing)
 		defer func() {
 			if r := recover(); r != nil {
 				// rapid panics with its unexported invalidData when a filtered generator

@@ -20,6 +20,11 @@
 //	check.go       Check: rapid.Check with per-property counts and seeds; Options, Tally
 //	run.go         Run, Recorder, Outcome: the properties outside `go test`
 //	knownissues.go engine issues the properties found and the generator avoids until fixed
+//	edges.go       the edge schedule: row ops on rows past their tile width with tiles shifted
+//	               beyond exp's range, -Inf tiles, rows of one value, met first in every Raw run
+//	edges_meta.go  meta/softmax-shift's own edge schedule (lifted tiles that keep x + c exact)
+//	tiles.go       TileWidth (from the compiler's schedule), TileExtremes: recognising such inputs
+//	accum_bits.go  accum/bits: every accumulator the verifier accepts, bit for bit (harness/rounding)
 //
 // In a Ginkgo spec:
 //

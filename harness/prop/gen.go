@@ -14,7 +14,7 @@ import (
 // Raw draws random cases (SpecGen interpreted by Build) without filtering: for properties
 // that compare the engine with itself bit for bit and need no tolerance.
 func Raw(cfg Config) *rapid.Generator[*Case] {
-	specs := SpecGen(cfg.MaxOps)
+	specs := edgeFirst(cfg, SpecGen(cfg.MaxOps))
 	return rapid.Custom(func(t *rapid.T) *Case {
 		sp := specs.Draw(t, "spec")
 		c, err := Build(sp, cfg)

@@ -19,14 +19,8 @@ var softmaxShift = Property{
 		"axis; x and c are multiples of one power of two, so x + c is exact and any difference is the kernel's",
 	Body: func(e Env) func(*rapid.T) {
 		return func(t *rapid.T) {
-			dt := drawDType(t, numerics.F32, numerics.F64, numerics.F16, numerics.BF16, numerics.F8E4M3, numerics.F8E5M2)
-			op := rapid.SampledFrom([]string{"softmax", "log_softmax"}).Draw(t, "op")
-			shape := drawDims(t, "dim", rapid.IntRange(1, 3).Draw(t, "rank"), e.Config.MaxElems)
-			axis := rapid.IntRange(0, len(shape)-1).Draw(t, "axis")
+			dt, op, shape, axis, q, spread, lift := softmaxShiftDraws(t, e)
 			p := mantissaBits(dt) + 1
-			lo, hi := exponentRange(dt, p)
-			q := rapid.IntRange(lo, hi).Draw(t, "quantum_exp")
-			spread := rapid.IntRange(0, p-2).Draw(t, "spread_bits")
 			perRow := rapid.Bool().Draw(t, "per_row_shift")
 			seed := rapid.Uint64().Draw(t, "seed")
 			cshape := []int{1}
@@ -36,7 +30,7 @@ var softmaxShift = Property{
 			}
 			in := map[string]*tensor.Tensor{}
 			b := graph.NewBuilder("softmax_shift")
-			x := input(b, in, "x", quantized(dt, shape, q, spread, seed))
+			x := input(b, in, "x", lift(quantized(dt, shape, q, spread, seed)))
 			c := input(b, in, "c", quantized(dt, cshape, q, p-2, seed+1))
 			attrs := graph.Attrs{"axis": graph.Int(int64(axis))}
 			lhs := b.Op(op, attrs, x)

@@ -119,8 +119,12 @@ func towardMax(t *tensor.Tensor, axis int, r source, rel float64) {
 			return
 		}
 		for _, i := range idx {
-			x := t.Float64(i)
-			t.SetFloat64(i, x+rel*r.delta(i)*math.Abs(x-m))
+			// A -Inf logit (masked) stays: its exp is 0 however the row's max moves, where
+			// moving it by a multiple of its infinite distance made it NaN, so every softmax
+			// row with a masked entry was rejected as ill-conditioned.
+			if x := t.Float64(i); !math.IsInf(x, 0) {
+				t.SetFloat64(i, x+rel*r.delta(i)*math.Abs(x-m))
+			}
 		}
 	})
 }

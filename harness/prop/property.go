@@ -44,6 +44,7 @@ func All() []Property {
 		softmaxShift, transposeProduct, attentionPermutation, normScale, reduceConcat, castRoundTrip,
 		gradAgree, gradLinear, gradChain,
 		verifyAttrs, rewriteCandidates,
+		accumBits,
 	}
 }
 

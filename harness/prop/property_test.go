@@ -69,8 +69,10 @@ func TestAPlantedBugIsCaughtAndShrunk(t *testing.T) {
 	t.Chdir(t.TempDir()) // rapid writes testdata/rapid/ into the working directory
 	dir := t.TempDir()
 	p, _ := Select([]string{"agree/ref"})
+	// Random cases from the first draw: an edge case (edges.go) shrinks within its own draws
+	// only (TestAnEdgeCaseFailureShrinksWithinItsPattern).
 	out := Run(RunOptions{Properties: p, Backends: []backend.Backend{lastFlip{cpu(t)}}, Config: DefaultConfig(),
-		Checks: 50, Seed: 3, Artifacts: dir})
+		Checks: 50, Seed: 3, Artifacts: dir, NoEdges: true})
 	if len(out) != 1 {
 		t.Fatalf("%d outcomes", len(out))
 	}
@@ -219,5 +221,31 @@ func TestAFailingCheckLeavesNothingInTheCheckout(t *testing.T) {
 		t.Errorf("fail file %q, want it under %s/rapid", tally.FailFile, dir)
 	} else if _, err := os.Stat(tally.FailFile); err != nil {
 		t.Error(err)
+	}
+}
+
+// A bug every output shows fails the first edge case (edges.go), which shrinks within its
+// pattern: one row, one element past the tile.
+func TestAnEdgeCaseFailureShrinksWithinItsPattern(t *testing.T) {
+	t.Chdir(t.TempDir())
+	p, _ := Select([]string{"agree/ref"})
+	out := Run(RunOptions{Properties: p, Backends: []backend.Backend{lastFlip{cpu(t)}}, Config: DefaultConfig(),
+		Checks: 50, Seed: 3, Artifacts: t.TempDir()})
+	o := out[0]
+	if o.Verdict != Fail || o.Passed != 0 {
+		t.Fatalf("verdict %s after %d passes: the first edge case must fail", o.Verdict, o.Passed)
+	}
+	m, err := harness.LoadManifest(o.Replay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.BuildCase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := EdgeSchedule(false)[0]
+	x := c.Graph.Inputs[0].Type.Shape
+	if c.Graph.Nodes[0].Op != first.Op || len(x) != 2 || x[0] != 1 || x[1] != first.Width+1 {
+		t.Errorf("shrunk to %s of %v, want %s of [1 %d]:\n%s", c.Graph.Nodes[0].Op, x, first.Op, first.Width+1, m.Graph)
 	}
 }

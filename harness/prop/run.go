@@ -105,6 +105,7 @@ type RunOptions struct {
 	Seed       uint64 // base seed: each (property, backend) gets harness.SubSeed(Seed, "property/backend")
 	Artifacts  string // replay manifests and fail files of failing properties
 	FailFile   string // replay this rapid fail file first (with one property)
+	NoEdges    bool   // random cases from the first draw: no edge schedule (Options.NoEdges)
 	// Progress, when set, receives each outcome as soon as it is known.
 	Progress func(Outcome)
 }
@@ -146,7 +147,7 @@ func runOne(o RunOptions, p Property, b backend.Backend) Outcome {
 	go func() {
 		defer close(done)
 		Check(rec, p, Env{Backend: b, Config: o.Config, Artifacts: o.Artifacts},
-			Options{Checks: o.Checks, Seed: oc.Seed, FailFile: o.FailFile, Tally: &tally})
+			Options{Checks: o.Checks, Seed: oc.Seed, FailFile: o.FailFile, NoEdges: o.NoEdges, Tally: &tally})
 	}()
 	<-done
 	oc.Seconds = time.Since(start).Seconds()

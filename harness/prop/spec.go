@@ -31,6 +31,8 @@ type Step struct {
 type Spec struct {
 	Storage numerics.DType
 	Steps   []Step
+	// Edge, when set, is the scheduled tile-crossing case (edges.go) the first step builds.
+	Edge *Edge
 }
 
 // storageChoices weights the graph-level storage dtype: f32 most, then f64, f16 and bf16,

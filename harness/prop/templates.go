@@ -20,6 +20,9 @@ import (
 var positiveDomain = map[string]bool{"log": true, "sqrt": true, "rsqrt": true}
 
 func (b *builder) apply(d *graph.OpDef) error {
+	if b.spec.Edge != nil && len(b.g.Nodes) == 0 {
+		return b.edge(*b.spec.Edge)
+	}
 	if err := knownAttrs(d); err != nil {
 		return err
 	}

@@ -276,7 +276,8 @@ func (c Case) Compare(got []uint64) error {
 // AllCases lists every route of the suite: Encode and the cast op from f64 and f32 to every
 // target, the cast op from every narrow float pattern (decoding) to every float, int -> int
 // (wrapping) and int -> float, and the stores of mul, matmul and reduce_sum to every narrow
-// float, and data movement of every pattern (bit copies).
+// float, data movement of every pattern (bit copies), and every accumulator the verifier
+// accepts for matmul and the reductions (AccumCases).
 func AllCases() ([]Case, error) {
 	var out []Case
 	for _, src := range []numerics.DType{numerics.F64, numerics.F32} {
@@ -309,7 +310,11 @@ func AllCases() ([]Case, error) {
 		out = append(out, cs...)
 	}
 	mv, err := MovementCases()
-	return append(out, mv...), err
+	if err != nil {
+		return nil, err
+	}
+	ac, err := AccumCases()
+	return append(append(out, mv...), ac...), err
 }
 
 // MovementCases are data movement (transpose, slice, concat, reshape) of every pattern of each

@@ -11,6 +11,10 @@
 //	inputs.go  the inputs that make rounding go wrong: ties, ulp neighbours, subnormals, overflow, NaN
 //	paths.go   Path: one encoding route through the engine (Encode, cast, mul, matmul, reduce_sum),
 //	           Check: run it and compare bits
+//	accum.go   Accum: an accumulator's arithmetic (each step exact, then rounded once) and the
+//	           orders of MMA and Reduce; EncodeExact, Encode of a value that is not a float64
+//	accumcases.go AccumCombos (what the verifier accepts, read off the registry), AccumCase,
+//	           AccumCases: matmul and reductions on narrow and wide accumulators, bit for bit
 //	torch.go   the PyTorch cross-check of this encoder
 package rounding
 

@@ -78,7 +78,7 @@ func (w *worker) onlineSoftmax(in tile.OnlineSoftmax) {
 			rowMax = max(rowMax, v)
 		}
 		mOld := m[r]
-		mNew := roundTo(dt, max(mOld, rowMax))
+		mNew := roundTo(dt, failpoint.Apply(failpoint.CPUSoftmaxMaxFrozen, max(mOld, rowMax), func(m float64) float64 { return frozenMax(mOld, m) }))
 		var a float64
 		switch {
 		case mNew == ninf:
@@ -105,4 +105,15 @@ func (w *worker) onlineSoftmax(in tile.OnlineSoftmax) {
 	}
 	w.regs[in.M].dirty64()
 	w.regs[in.L].dirty64()
+}
+
+// frozenMax is the planted bug cpu/online-softmax/max-frozen-after-first-tile: the running
+// max keeps the first finite tile's maximum, a shift that is exact in real arithmetic (alpha
+// stays 1, every term is exp(x - m) for one m) until a later tile lies more than exp's range
+// above it.
+func frozenMax(old, updated float64) float64 {
+	if math.IsInf(old, -1) {
+		return updated
+	}
+	return old
 }

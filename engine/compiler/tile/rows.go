@@ -30,6 +30,7 @@ type Rows struct {
 type RowsFaults struct {
 	MaxInitZero       bool // softmax's running max starts at 0 instead of -Inf
 	PaddingInVariance bool // layernorm's variance pass drops the column mask
+	FirstTileMax      bool // log_softmax shifts by the first tile's max, then sums exp over every tile
 }
 
 // Emit appends the row kernel's body to k (whose grid is set, with grid var 0 the row block),
@@ -53,11 +54,15 @@ func (r Rows) Emit(k *Kernel) {
 			init = 0
 		}
 		m, l := e.full(rm, 1, init), e.full(rm, 1, 0)
-		e.loop(r.Steps, func(kt Var) {
-			t := e.load(at(r.X, kt), math.Inf(-1))
-			p, alpha := e.reg(), e.reg()
-			e.emit(OnlineSoftmax{M: m, L: l, X: t, P: p, Alpha: alpha, DType: acc})
-		})
+		if r.Faults.FirstTileMax {
+			e.firstTileMaxSum(r, m, l, at)
+		} else {
+			e.loop(r.Steps, func(kt Var) {
+				t := e.load(at(r.X, kt), math.Inf(-1))
+				p, alpha := e.reg(), e.reg()
+				e.emit(OnlineSoftmax{M: m, L: l, X: t, P: p, Alpha: alpha, DType: acc})
+			})
+		}
 		var ll Reg
 		if r.Op == "log_softmax" {
 			ll = e.unary(Log, l, acc)
@@ -116,6 +121,21 @@ func (r Rows) Emit(k *Kernel) {
 			e.emit(Store{Src: y, At: at(r.Out, kt)})
 		})
 	}
+}
+
+// firstTileMaxSum is the planted bug compiler/log-softmax/first-tile-max: the row's shift m is
+// the maximum of its first tile only (any shift is exact in real arithmetic), and l sums
+// exp(x - m) over every tile, so a later tile more than exp's range above the first overflows
+// l, and a first tile of -Inf makes every difference +Inf.
+func (e *rowsEmitter) firstTileMaxSum(r Rows, m, l Reg, at func(int, Var) Access) {
+	e.loop(1, func(kt Var) {
+		t := e.load(at(r.X, kt), math.Inf(-1))
+		e.emit(Binary{Dst: m, A: m, B: e.def(Reduce{Dst: e.reg(), Src: t, Op: MaxRed, DType: r.Acc}), Op: Max, DType: r.Acc})
+	})
+	e.loop(r.Steps, func(kt Var) {
+		d := e.binary(Sub, e.load(at(r.X, kt), math.Inf(-1)), m, r.Acc)
+		e.emit(Binary{Dst: l, A: l, B: e.reduce(e.unary(Exp, d, r.Acc), r.Acc), Op: Add, DType: r.Acc})
+	})
 }
 
 // rowsEmitter allocates registers and loop variables from the kernel, as the compiler's
