@@ -195,6 +195,12 @@ const prec = 4096 // bits: any sum of up to 2^900 f64 values is exact at this wi
 // exactSum is exact mode's sum (the exact sum rounded once to dt) or avg
 // (round_dt(round_f64(S) / n)).
 func exactSum(dt numerics.DType, vals []uint64, avg bool) uint64 {
+	if r, ok := exactInF64(dt, vals); ok {
+		if avg {
+			r /= float64(len(vals))
+		}
+		return numerics.Encode(dt, r)
+	}
 	var nan, pinf, ninf bool
 	allNegZero := true
 	s := new(big.Float).SetPrec(prec)
@@ -238,6 +244,36 @@ func exactSum(dt numerics.DType, vals []uint64, avg bool) uint64 {
 		return canonicalNaN(dt)
 	}
 	return numerics.Encode(dt, r)
+}
+
+// exactInF64 is the shortcut for the common element whose float64 sum is exact: it adds in
+// float64 and checks every add with Knuth's TwoSum (the rounding error of a+b is
+// (a - (s - bb)) + (b - bb), bb = s - a, exactly); when every error is zero, the float64 sum
+// is the exact sum and one conversion to dt is the single rounding. Any special value,
+// nonzero error or overflow says no, and the caller takes math/big.
+func exactInF64(dt numerics.DType, vals []uint64) (float64, bool) {
+	s := numerics.Decode(dt, vals[0])
+	zeros := s == 0 // a sum that cancels to zero takes math/big, where the sign rule is spelt out
+	if math.IsInf(s, 0) || s != s {
+		return 0, false
+	}
+	for _, b := range vals[1:] {
+		v := numerics.Decode(dt, b)
+		if math.IsInf(v, 0) || v != v {
+			return 0, false
+		}
+		t := s + v
+		bb := t - s
+		if math.IsInf(t, 0) || (s-(t-bb))+(v-bb) != 0 {
+			return 0, false
+		}
+		zeros = zeros && v == 0
+		s = t
+	}
+	if s == 0 && !zeros {
+		return 0, false
+	}
+	return s, true
 }
 
 // roundTo rounds the nonzero x to nearest even on the grid of f: p significant bits, but no
