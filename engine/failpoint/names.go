@@ -53,6 +53,15 @@ const (
 	// gradient buckets.
 	DistBucketSlicesReversed   = "dist/bucket/slices-reversed"
 	DistBucketOnlyFirstReduced = "dist/bucket/only-first-reduced"
+
+	// Distributed runtime: the reduction and the pipeline of every collective (issue 22),
+	// caught by suites/collectives' bitwise specs against collectives/bitref.
+	DistLastChunkReversed   = "dist/order/last-chunk-ranks-reversed"
+	DistNarrowAccumInDType  = "dist/reduce/narrow-accumulates-in-dtype"
+	DistExactDoubleRounding = "dist/exact/double-rounding"
+	DistMaxZeroSignIgnored  = "dist/minmax/zero-sign-ignored"
+	DistNaNPayloadKept      = "dist/reduce/nan-payload-kept"
+	DistRaggedTailDropped   = "dist/pipeline/ragged-tail-dropped"
 )
 
 // Names lists every fault name, in the order above.
@@ -69,6 +78,8 @@ func Names() []string {
 		CPUReduceRightToLeft, CPUSoftmaxSumNotRescaled, CPUMMARaggedColumn,
 		NumericsTiesAwayFromZero, GraphAttrValuesUnchecked,
 		DistBucketSlicesReversed, DistBucketOnlyFirstReduced,
+		DistLastChunkReversed, DistNarrowAccumInDType, DistExactDoubleRounding, DistMaxZeroSignIgnored,
+		DistNaNPayloadKept, DistRaggedTailDropped,
 	}
 }
 

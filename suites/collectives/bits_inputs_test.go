@@ -36,8 +36,8 @@ func hash(dt numerics.DType, i, r int, salt uint64) uint64 {
 
 // pbits is the significand width (hidden bit included), minExp the exponent of the smallest
 // normal and maxExp that of the largest finite binade of each float dtype.
-var pbits = map[numerics.DType]int{numerics.F64: 53, numerics.F32: 24, numerics.F16: 11, numerics.BF16: 8, numerics.F8E4M3: 4, numerics.F8E5M2: 3}
-var minExp = map[numerics.DType]int{numerics.F64: -1022, numerics.F32: -126, numerics.F16: -14, numerics.BF16: -126, numerics.F8E4M3: -6, numerics.F8E5M2: -14}
+var pbits = [...]int{numerics.F64: 53, numerics.F32: 24, numerics.F16: 11, numerics.BF16: 8, numerics.F8E4M3: 4, numerics.F8E5M2: 3}
+var minExp = [...]int{numerics.F64: -1022, numerics.F32: -126, numerics.F16: -14, numerics.BF16: -126, numerics.F8E4M3: -6, numerics.F8E5M2: -14}
 
 // val is ±(1+m)·2^e with m random on the dtype's stored bits: exact in dt.
 func val(dt numerics.DType, h uint64, e int) uint64 {
