@@ -29,7 +29,8 @@ func needToolchain(t *testing.T) (goTool, root string) {
 }
 
 // TestEveryFaultIsCaughtByTheCISuites is the mutation check CI runs: the golden, rewrite,
-// rounding, determinism and property suites and the engine's unit tests, built with -tags failpoints, must pass and
+// rounding, determinism and property suites, the engine's unit tests, training's one-rank specs
+// and collectives' bitwise specs (last: only the dist faults reach it), built with -tags failpoints, must pass and
 // reproduce the normal build's bits with no fault on, and every catalogue fault must make at
 // least one of them fail. The property suite comes last because it is the slowest and only
 // one fault needs it (the running max initialised to 0, which takes extreme logits). To stay within a few minutes, each fault stops at its first catch
