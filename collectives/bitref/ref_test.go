@@ -44,6 +44,14 @@ func TestHandWorked(t *testing.T) {
 		{"int8 wraps", Deterministic, numerics.I8, Sum, []uint64{100, 100}, uint64(uint8(200))},
 		{"int avg truncates", Deterministic, numerics.I32, Avg, []uint64{uint64(uint32(0xffffffff)), uint64(uint32(0xfffffffe))}, uint64(uint32(0xffffffff))},
 		{"exact avg", Exact, numerics.F32, Avg, []uint64{f32(1), f32(2)}, f32(1.5)},
+		// Overflow in the narrow formats: e4m3 has no infinity and saturates to 448, e5m2
+		// saturates to 57344 (satfinite, like every engine cast), bf16 goes to +Inf through the
+		// f32 accumulator.
+		{"e4m3 saturates", Deterministic, numerics.F8E4M3, Sum, []uint64{0x7e, 0x7e}, 0x7e},
+		{"exact e4m3 saturates", Exact, numerics.F8E4M3, Sum, []uint64{0x7e, 0x7e}, 0x7e},
+		{"e5m2 saturates", Deterministic, numerics.F8E5M2, Sum, []uint64{0x7b, 0x7b}, 0x7b},
+		{"bf16 overflow", Deterministic, numerics.BF16, Sum, []uint64{0x7f7f, 0x7f7f}, 0x7f80},
+		{"e4m3 NaN", Exact, numerics.F8E4M3, Max, []uint64{0x7e, 0xff}, 0x7f},
 	}
 	for _, c := range cases {
 		if got := Element(c.mode, c.dt, c.red, c.in); got != c.want {
