@@ -29,7 +29,9 @@ func needToolchain(t *testing.T) (goTool, root string) {
 }
 
 // TestEveryFaultIsCaughtByTheCISuites is the mutation check CI runs: the golden, rewrite,
-// rounding, determinism and property suites and the engine's unit tests, built with -tags failpoints, must pass and
+// rounding, determinism and property suites, the engine's unit tests, training's one-rank specs
+// and collectives' bitwise specs (second: a fault of another layer runs none of their specs,
+// in no time, and the dist faults skip every suite that cannot see them), built with -tags failpoints, must pass and
 // reproduce the normal build's bits with no fault on, and every catalogue fault must make at
 // least one of them fail. The property suite comes last because it is the slowest and only
 // one fault needs it (the running max initialised to 0, which takes extreme logits). To stay within a few minutes, each fault stops at its first catch
@@ -41,7 +43,7 @@ func TestEveryFaultIsCaughtByTheCISuites(t *testing.T) {
 	_, root := needToolchain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Root: root, Suites: []string{"golden", "verifier", "numpyio", "rewrite", "rounding", "determinism", "engine", "property", "training", "sharded", "frames", "judges"}, StopAtFirstCatch: true, FocusOps: true,
+	rep, err := Run(ctx, Options{Root: root, Suites: []string{"golden", "collectives", "verifier", "numpyio", "rewrite", "rounding", "determinism", "engine", "property", "training", "sharded", "frames", "judges"}, StopAtFirstCatch: true, FocusOps: true,
 		WorkDir: t.TempDir(), Timeout: 4 * time.Minute,
 		Progress: func(e Event) {
 			if e.Outcome != nil {

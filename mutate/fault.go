@@ -203,10 +203,29 @@ var catalogue = []Fault{
 		Breaks: "a matmul asking for an accumulator narrower than f32 (accum=bf16, f16, fp8) accumulates in f64 and rounds once at the end: more accurate than asked, so within every tolerance, and not the bits Tile IR's rules give (a bf16 sum of 300 ones is 256, not 300)"},
 	{Name: fp.ReduceAccumIgnoredF64, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerReduce", Ops: []string{"reduce_sum", "reduce_mean", "reduce_max"},
 		Breaks: "a reduction of f64 operands ignores its accum attribute and accumulates in f64 (accum=f32 on f64 inputs gives the f64 sum, and reduce_max the unrounded max)"},
+
+	// Issue 22: the reduction, exact mode and the pipeline of every collective, caught by
+	// suites/collectives' bitwise specs (collectives/bitref); no tolerance sees the first
+	// three and no small tensor the last.
+	{Name: fp.DistLastChunkReversed, Layer: LayerDist, Hook: "engine/dist/pipeline.go (*call).pipelined", Ops: reduceOps,
+		Breaks: "the owner of the last chunk adds the ranks' contributions in reverse order (rank n-1 first): deterministic bits change in one chunk only, by an ulp or so, inside every f32 tolerance, and every transport shares it"},
+	{Name: fp.DistNarrowAccumInDType, Layer: LayerDist, Hook: "engine/dist/reduce.go sumNarrow", Ops: reduceOps,
+		Breaks: "f16, bf16 and fp8 sums round the accumulator to their own dtype after every add instead of accumulating in f32 and rounding once"},
+	{Name: fp.DistExactDoubleRounding, Layer: LayerDist, Hook: "engine/dist/exact/sum.go exactElem", Ops: reduceOps,
+		Breaks: "exact mode's slow path rounds the exact sum to float64 and then to the dtype: a sum just above (or below) a dtype midpoint by less than a float64 ulp rounds the wrong way"},
+	{Name: fp.DistMaxZeroSignIgnored, Layer: LayerDist, Hook: "engine/dist/reduce.go minMax", Ops: reduceOps,
+		Breaks: "max and min treat -0 and +0 as equal and keep the first in rank order, so max(-0, +0) is -0 when rank 0 holds -0 (the contract's total order says +0)"},
+	{Name: fp.DistNaNPayloadKept, Layer: LayerDist, Hook: "engine/dist/reduce.go sumF32", Ops: reduceOps,
+		Breaks: "an f32 sum or avg that is NaN keeps the payload and sign the CPU's addition propagated instead of the canonical NaN, so host and device transports would disagree"},
+	{Name: fp.DistRaggedTailDropped, Layer: LayerDist, Hook: "engine/dist/pipeline.go (*call).pipelined", Ops: reduceOps,
+		Breaks: "a chunk of more than one 1 MiB segment loses its partial last segment: never sent, reduced or gathered, so those elements keep what the receive buffer held; tensors under 1 MiB per chunk are untouched"},
 }
 
 // optimOps are the ops of an optimizer's update graph.
 var optimOps = []string{"mul", "add", "div", "sqrt", "cast"}
+
+// reduceOps are the collectives whose reduction the dist faults of issue 22 change.
+var reduceOps = []string{"all_reduce", "reduce_scatter"}
 
 // Catalogue returns every planted fault, in a fixed order.
 func Catalogue() []Fault {

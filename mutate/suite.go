@@ -78,6 +78,13 @@ var suites = []Suite{
 		What: "invalid graphs refused with their code, one-edit graphs refused or agreeing with engine/ref (suites/verifier)"},
 	{Name: "numpyio", Kind: KindGinkgo, Packages: []string{"suites/numpyio"}, OpLabels: true,
 		What: "engine-written .npy/.npz read by NumPy and NumPy-written ones read by the engine, bit for bit (suites/numpyio; skips without numpy)"},
+	// Issue 22: only the bitwise specs (every collective against collectives/bitref), in
+	// process (the rest of the suite runs the CLI), and of those past the pipeline's segments
+	// only the 3-rank one, the cheapest. They are labelled with the collectives' op names, so a
+	// fault of another layer runs none of them.
+	{Name: "collectives", Kind: KindGinkgo, Packages: []string{"suites/collectives"}, OpLabels: true,
+		Args: []string{"-ginkgo.focus=bit for bit (against|past.* on 3 ranks)"}, Env: []string{"TESSERA_QA_BIN=-"},
+		What: "every collective, mode, reduction, dtype and world size bit for bit against collectives/bitref, at small sizes and past the pipeline's segments (suites/collectives)"},
 	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
 		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},
 	// The judges' own tests, only those of the decisions the judge layer plants faults in: the

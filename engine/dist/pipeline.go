@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 )
 
 // segmentBytes is the unit of the reduction pipeline: small enough that the reduction of one
@@ -40,7 +41,13 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 	per := max(1, segmentBytes/size)
 	lo, hi := chunk(count, n, me)
 	nseg := segments(hi-lo, per)
-	seg := func(chunkLen, k int) (int, int) { return k * per, min(chunkLen, (k+1)*per) }
+	seg := func(chunkLen, k int) (int, int) {
+		a, b := k*per, min(chunkLen, (k+1)*per)
+		if k > 0 && b-a < per && failpoint.Enabled(failpoint.DistRaggedTailDropped) {
+			b = a // the partial last segment of a multi-segment chunk is never sent, reduced or gathered
+		}
+		return a, b
+	}
 
 	// got[k][q]: rank q's contributions to segment k of this rank's chunk.
 	got := make([][][][]byte, nseg)
@@ -152,6 +159,9 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 			ordered := make([][]byte, 0, n*len(parts))
 			for i := 0; i < n; i++ {
 				q := i
+				if me == n-1 && failpoint.Enabled(failpoint.DistLastChunkReversed) {
+					q = n - 1 - i // the last chunk's owner adds rank n-1 first
+				}
 				if cl.c.opts.Mode == Fast {
 					q = (me + i) % n // a ring's order: it differs per chunk, which fast mode allows
 				}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/dist/exact"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -96,7 +97,7 @@ func sumF32(out []float32, ins [][]float32, avg bool) {
 		if avg {
 			acc /= n
 		}
-		if acc != acc {
+		if acc != acc && !failpoint.Enabled(failpoint.DistNaNPayloadKept) {
 			acc = nan
 		}
 		out[i] = acc
@@ -129,6 +130,7 @@ func sumNarrow(dt numerics.DType, ins [][]byte, out []byte, avg bool) {
 		acc := float32(numerics.Decode(dt, load(ins[0], i, sz)))
 		for _, in := range ins[1:] {
 			acc += float32(numerics.Decode(dt, load(in, i, sz)))
+			acc = failpoint.Apply(failpoint.DistNarrowAccumInDType, acc, func(a float32) float32 { return float32(numerics.Round(dt, float64(a))) })
 		}
 		if avg {
 			acc /= n
@@ -191,7 +193,7 @@ func minMax(dt numerics.DType, isMax bool, ins [][]byte, out []byte) {
 				continue
 			}
 			k := numerics.Ordered(dt, v)
-			if k == bk && dt.IsFloat() && math.Signbit(numerics.Decode(dt, best)) != math.Signbit(numerics.Decode(dt, v)) {
+			if k == bk && dt.IsFloat() && !failpoint.Enabled(failpoint.DistMaxZeroSignIgnored) && math.Signbit(numerics.Decode(dt, best)) != math.Signbit(numerics.Decode(dt, v)) {
 				// -0 and +0 share one step in Ordered; break the tie by sign.
 				if math.Signbit(numerics.Decode(dt, v)) != isMax {
 					best = v

@@ -105,6 +105,14 @@ const (
 	// Accumulators narrower than the inputs (issue 21): only graphs that ask for one show them.
 	MatmulNarrowAccumRoundedOnce = "compiler/matmul/narrow-accum-rounded-once"
 	ReduceAccumIgnoredF64        = "compiler/reduce/accum-ignored-for-f64"
+	// Distributed runtime: the reduction and the pipeline of every collective (issue 22),
+	// caught by suites/collectives' bitwise specs against collectives/bitref.
+	DistLastChunkReversed   = "dist/order/last-chunk-ranks-reversed"
+	DistNarrowAccumInDType  = "dist/reduce/narrow-accumulates-in-dtype"
+	DistExactDoubleRounding = "dist/exact/double-rounding"
+	DistMaxZeroSignIgnored  = "dist/minmax/zero-sign-ignored"
+	DistNaNPayloadKept      = "dist/reduce/nan-payload-kept"
+	DistRaggedTailDropped   = "dist/pipeline/ragged-tail-dropped"
 )
 
 // Names lists every fault name, in the order above.
@@ -129,6 +137,8 @@ func Names() []string {
 		GraphRankBoundDropped, GraphTextFloatShort, TensorNPYShapeReversed, TensorNPYU2BigEndian, TensorNPYFortranAccepted,
 		CPUSoftmaxMaxFrozen, LogSoftmaxFirstTileMax,
 		MatmulNarrowAccumRoundedOnce, ReduceAccumIgnoredF64,
+		DistLastChunkReversed, DistNarrowAccumInDType, DistExactDoubleRounding, DistMaxZeroSignIgnored,
+		DistNaNPayloadKept, DistRaggedTailDropped,
 	}
 }
 
@@ -205,6 +215,7 @@ func JudgeNames() []string {
 		JudgeReportReproAckAnyDigest, JudgeReportReproNewestIsFirst, JudgeReportFlakyFailuresOnly,
 	}
 }
+
 // Faults in the handling of empty tensors (a dim of size 0; issue 21, compiler/lower_empty.go).
 const (
 	// EmptyReduceGarbage fills the output of a sum over an empty axis (or a matmul with K = 0)

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -133,7 +134,7 @@ func exactElem(a *accum, dt numerics.DType, parts [][]byte, i int, f format) flo
 	case negInf:
 		return math.Inf(-1)
 	}
-	r, zero := a.round(f)
+	r, zero := a.round(failpoint.Pick(failpoint.DistExactDoubleRounding, f, f64Format)) // the caller rounds again to dt
 	if zero && allNegZero {
 		return math.Copysign(0, -1)
 	}
