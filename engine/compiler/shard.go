@@ -37,7 +37,8 @@ import (
 //     gathered.
 //   - transpose permutes the layout; reshape keeps shardings of the leading dims it does not
 //     change and gathers the rest; slice gathers the sliced dims; concat gathers its axis.
-//   - mse_loss: local mean, then all_reduce avg over each sharding axis.
+//   - mse_loss: local mean (sum), then all_reduce avg (sum) over each sharding axis; reduction
+//     none is elementwise by then (desugar).
 //   - graph outputs: pending sums are all-reduced; sharded dims stay sharded (DistPlan says how).
 
 // Placement says where a tensor of the rank program lives: its layout over the mesh, the whole
@@ -339,6 +340,10 @@ func (s *sharder) binary(n *graph.Node, ins []*graph.Value) (*graph.Value, error
 	}
 	return s.emit(n, n.Attrs, target, args...)
 }
+
+// lossColl combines the ranks' local losses: equal blocks, so the mean of means is the mean.
+// reduction "none" never gets here (desugar makes it elementwise).
+var lossColl = map[string]string{"mean": "avg", "sum": "sum"}
 
 var reduceColl = map[string]string{"reduce_sum": "sum", "reduce_max": "max", "reduce_mean": "avg"}
 
@@ -706,7 +711,7 @@ func (s *sharder) loss(n *graph.Node, ins []*graph.Value) (*graph.Value, error) 
 		if err != nil {
 			return nil, err
 		}
-		v, err = s.coll(v, "all_reduce", ax, graph.Attrs{"op": graph.String("avg")}, mesh.Replicated(0))
+		v, err = s.coll(v, "all_reduce", ax, graph.Attrs{"op": graph.String(lossColl[n.StringAttr("reduction")])}, mesh.Replicated(0))
 	}
 	return v, err
 }

@@ -69,6 +69,7 @@ func Names() []string {
 		CPUReduceRightToLeft, CPUSoftmaxSumNotRescaled, CPUMMARaggedColumn,
 		NumericsTiesAwayFromZero, GraphAttrValuesUnchecked,
 		DistBucketSlicesReversed, DistBucketOnlyFirstReduced,
+		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
 	}
 }
 
@@ -111,3 +112,15 @@ const (
 func StressNames() []string {
 	return []string{CPUBuffersKeptPerRun, AutotuneCacheUnlocked, CUDABuffersKeptPerRun}
 }
+
+// Issue 21 (h/ops): torch.div rounding modes and reductions over axes=[].
+const (
+	// CPUDivFloorTruncates rounds a floor division toward zero in the CPU backend, the bug of
+	// a kernel that takes C's integer '/' (or trunc) for Python's '//': negative quotients
+	// come out one too high (-7 // 2 gives -3, not -4); positive ones stay right.
+	CPUDivFloorTruncates = "cpu/div/floor-truncates"
+	// ReduceEmptyAxesFirstOnly lowers a reduction written axes=[] as if it named axis 0 only,
+	// the bug of a lowering that reads "[]" as "the default axis" instead of "every axis";
+	// the output type (from the graph) is right, the values are one row's sums.
+	ReduceEmptyAxesFirstOnly = "compiler/reduce/empty-axes-first-only"
+)
