@@ -115,8 +115,8 @@ var catalogue = []Fault{
 	{Name: fp.DistBucketOnlyFirstReduced, Layer: LayerDist, Hook: "engine/dist/dtensor/exec.go ExecBucket", Ops: []string{"all_reduce"},
 		Breaks: "a mesh program's bucket step hands only its first tensor to the collective: every other weight gradient of a tensor-parallel step stays this rank's own, not summed over dp, and every rank still finishes without an error"},
 	// issue 21 (h/ops)
-	{Name: fp.CPUDivFloorTruncates, Layer: LayerCPU, Hook: "engine/backend/cpu/divround.go floorDiv, elementwise.go binaryIntRow", Ops: []string{"div"},
-		Breaks: "div rounding_mode=\"floor\" rounds toward zero, as C's '/' does: a negative quotient that is not an integer comes out one too high (-7 floor-div 2 gives -3), every other element stays right"},
+	{Name: fp.CPUDivFloorTruncates, Layer: LayerCPU, Hook: "engine/backend/cpu/divround.go floorDiv", Ops: []string{"div"},
+		Breaks: "div rounding_mode=\"floor\" rounds toward zero, as C's '/' does: a negative quotient that is not an integer comes out one too high (-7 floor-div 2 gives -3), every other element stays right; the integer path (elementwise.go binaryIntRow) has the same hook"},
 	{Name: fp.ReduceEmptyAxesFirstOnly, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerReduce", Ops: []string{"reduce_sum", "reduce_max", "reduce_mean"},
 		Breaks: "a reduction written axes=[] is lowered over axis 0 only (the output type stays right): the kernel folds one column of the input, not every element"},
 }

@@ -277,8 +277,8 @@ func (b *kbuilder) lowerElementwise(gr *group) error {
 			r = b.unary(op, operand(n.Inputs[0]), cdt)
 		case graph.KindBinary:
 			op, bdt := binaryOpOf(n), cdt
-			if op == tile.DivTrunc && dt.IsFloat() {
-				bdt = dt // torch truncates the quotient rounded to the dtype, not the f32 one
+			if op == tile.DivTrunc && (dt == numerics.F16 || dt == numerics.BF16) {
+				bdt = dt // torch truncates the quotient rounded to f16/bf16, not the f32 one
 			}
 			r = b.binary(op, operand(n.Inputs[0]), operand(n.Inputs[1]), bdt)
 		}

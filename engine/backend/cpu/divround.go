@@ -17,13 +17,18 @@ func quotient(a, b float64, wide bool) float64 {
 	return float64(float32(a / b))
 }
 
-// truncDiv truncates the quotient rounded to dt (the f32 quotient rounded again for 16- and
-// 8-bit dtypes): torch's trunc division of bf16 1 by 0.1 (0.10009765625) is 10, since
+// truncRoundsQuotient reports whether trunc division rounds its f32 quotient to dt first:
+// f16 and bf16, as torch's kernels do. fp8 has no torch arithmetic; it computes in f32 here,
+// like every other fp8 op, and the oracle's f32 composite agrees.
+func truncRoundsQuotient(dt numerics.DType) bool { return dt == numerics.F16 || dt == numerics.BF16 }
+
+// truncDiv truncates the quotient rounded to dt (the f32 quotient rounded again for f16 and
+// bf16): torch's trunc division of bf16 1 by 0.1 (0.10009765625) is 10, since
 // 9.990... rounds to 10 in bf16 first (measured: 0 of 2*10^6 random pairs differ in f64, f32,
 // f16 and bf16 from this definition).
 func truncDiv(a, b float64, dt numerics.DType) float64 {
 	q := quotient(a, b, dt == numerics.F64)
-	if dt != numerics.F64 && dt != numerics.F32 {
+	if truncRoundsQuotient(dt) {
 		q = numerics.Round(dt, q)
 	}
 	return math.Trunc(q)

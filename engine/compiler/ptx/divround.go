@@ -46,7 +46,7 @@ func (g *gen) roundingDiv(op tile.BinaryOp, dt numerics.DType, a, b val) val {
 		q = g.f64of(val{g.f32of(val{q, false}), true})
 	}
 	if op == tile.DivTrunc {
-		if dt != numerics.F64 && dt != numerics.F32 {
+		if dt == numerics.F16 || dt == numerics.BF16 {
 			q = g.f64of(g.roundTo(dt, val{q, false})) // the quotient in the dtype, as torch
 		}
 		return g.roundTo(dt, val{truncOf(m, q), false})

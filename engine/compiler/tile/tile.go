@@ -145,8 +145,8 @@ const (
 	Max BinaryOp = "max"
 	Min BinaryOp = "min"
 	// DivTrunc and DivFloor are torch.div's rounding modes. Floats: the quotient is computed in
-	// DType (f64 or f32; narrower DTypes compute in f32), then rounded toward zero (DivTrunc,
-	// trunc(a/b) of the rounded quotient, as torch) or to the exact floor of a/b (DivFloor, the
+	// DType (f64 or f32; narrower DTypes compute in f32, and DivTrunc rounds the f32 quotient to
+	// an f16 or bf16 DType first), then rounded toward zero (DivTrunc, as torch) or to the exact floor of a/b (DivFloor, the
 	// result of torch's fmod-based algorithm: 1 floor-div 0.1 is 9); b = 0 gives a/b, an
 	// infinite a gives NaN (DivFloor). Integers: exact, x/0 = 0, wrapped.
 	DivTrunc BinaryOp = "div_trunc"
