@@ -38,7 +38,7 @@ import (
 //   - transpose permutes the layout; reshape keeps shardings of the leading dims it does not
 //     change and gathers the rest; slice gathers the sliced dims; concat gathers its axis.
 //   - mse_loss: local mean (sum), then all_reduce avg (sum) over each sharding axis; reduction
-//     none is elementwise by then (desugar).
+//     none is elementwise: the output keeps the operands' layout.
 //   - graph outputs: pending sums are all-reduced; sharded dims stay sharded (DistPlan says how).
 
 // Placement says where a tensor of the rank program lives: its layout over the mesh, the whole
@@ -342,7 +342,7 @@ func (s *sharder) binary(n *graph.Node, ins []*graph.Value) (*graph.Value, error
 }
 
 // lossColl combines the ranks' local losses: equal blocks, so the mean of means is the mean.
-// reduction "none" never gets here (desugar makes it elementwise).
+// Reduction "none" is elementwise and needs none.
 var lossColl = map[string]string{"mean": "avg", "sum": "sum"}
 
 var reduceColl = map[string]string{"reduce_sum": "sum", "reduce_max": "max", "reduce_mean": "avg"}
@@ -701,6 +701,9 @@ func (s *sharder) loss(n *graph.Node, ins []*graph.Value) (*graph.Value, error) 
 	}
 	if b, err = s.redistribute(b, target); err != nil {
 		return nil, err
+	}
+	if n.StringAttr("reduction") == "none" { // elementwise: the output keeps the operands' layout
+		return s.emit(n, n.Attrs, target, a, b)
 	}
 	axes := target.Axes()
 	if len(axes) == 0 {
