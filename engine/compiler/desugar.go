@@ -10,8 +10,6 @@ import (
 // before any other pass sees the graph (so the shard pass and the fusions need no rule of
 // their own for them). It is required: skipping it would leave nodes no lowering handles.
 //
-//   - softmax / log_softmax of a scalar (torch's dim 0 or -1 of a 0-d tensor): a row of one
-//     element, reshape to [1], the op along axis 0, reshape back to [].
 //   - mse_loss{reduction="none"}: (a-b)^2 per element, in the accumulator dtype, rounded once:
 //     cast, sub, mul, cast, which the elementwise fusion makes one kernel.
 func desugar(s *state) error {
@@ -34,14 +32,6 @@ func desugar(s *state) error {
 			out = append(out, &graph.Node{Op: op, Inputs: ins, Attrs: attrs, Output: n.Output})
 		}
 		switch {
-		case (n.Op == "softmax" || n.Op == "log_softmax") && n.Inputs[0].Type.Rank() == 0:
-			attrs := n.Attrs.Clone()
-			if attrs == nil {
-				attrs = graph.Attrs{}
-			}
-			attrs["axis"] = graph.Int(0)
-			row := add(n.Op, attrs, add("reshape", graph.Attrs{"shape": graph.Ints(1)}, n.Inputs[0]))
-			last("reshape", graph.Attrs{"shape": graph.Ints()}, row)
 		case n.Op == "mse_loss" && n.StringAttr("reduction") == "none":
 			acc := accumDType(n)
 			wide := func(v *graph.Value) *graph.Value {

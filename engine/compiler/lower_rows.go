@@ -79,7 +79,7 @@ func (b *kbuilder) lowerRowwise(n *graph.Node, sc Schedule) error {
 	outer, inner := rowExtent(n)
 	rm, cn := sc.BM, sc.BN
 	b.grid(ceilDiv(outer, rm))
-	rd, rs, cd, cs := rowView(x.Type.Shape, []int{rowAxis(n)})
+	rd, rs, cd, cs := rowView(rowShape(n), []int{rowAxis(n)})
 	r := tile.Rows{Op: n.Op, X: b.param(x, false), Out: b.param(n.Output, true), Gamma: -1, Beta: -1, Acc: accumDType(n),
 		RowDims: rd, RowStrides: rs, Len: cd[0], ColStride: cs[0], Count: float64(inner), Eps: n.FloatAttr("eps"),
 		RM: rm, CN: cn, Steps: ceilDiv(inner, cn),

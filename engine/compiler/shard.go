@@ -395,6 +395,9 @@ func (s *sharder) rowwise(n *graph.Node, ins []*graph.Value) (*graph.Value, erro
 	}
 	l := s.lay[x].Clone()
 	global := n.Inputs[0].Type.Shape
+	if len(global) == 0 { // softmax of a scalar: nothing to shard, the op runs as it is
+		return s.emit(n, n.Attrs, l, x)
+	}
 	last := len(global) - 1
 	row := last
 	if n.HasAttr("axis") {

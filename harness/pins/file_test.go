@@ -135,12 +135,22 @@ func TestCheckedInPinsAreValidAndCoverTheCatalogue(t *testing.T) {
 			t.Errorf("%s is not as Marshal writes it (edited by hand?)", name)
 		}
 		names := map[string]bool{}
+		var unpinned []string
 		for _, s := range golden.Catalogue() {
 			names[s.Name] = true
-			if p, ok := f.Cases[s.Name]; !ok || len(p.Outputs) != len(s.Graph.Outputs) {
+			p, ok := f.Cases[s.Name]
+			switch {
+			case !ok && strings.HasPrefix(f.DeviceClass, "cuda/"):
+				// A case added since the GPU machine recorded this class: CPU machines cannot
+				// pin it, and the GPU determinism spec "pins every catalogue case and nothing
+				// else" fails there until it is recorded (docs/determinism.md).
+				unpinned = append(unpinned, s.Name)
+			case !ok || len(p.Outputs) != len(s.Graph.Outputs):
 				t.Errorf("%s: case %s: %d pinned outputs, the graph has %d; refresh with `tessera-qa determinism pin`", name, s.Name, len(p.Outputs), len(s.Graph.Outputs))
-				break
 			}
+		}
+		if len(unpinned) > 0 {
+			t.Logf("%s: %d catalogue cases not pinned yet (first %s): record them on the GPU machine with `tessera-qa determinism pin --backend cuda`", name, len(unpinned), unpinned[0])
 		}
 		for c := range f.Cases {
 			if !names[c] {
