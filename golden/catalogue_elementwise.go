@@ -10,7 +10,7 @@ import (
 // prime length just past one block, so the second block is ragged (1031 = 1024 + 7).
 func init() {
 	register(unaryFamily, "neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu")
-	register(binaryFamily, "add", "sub", "mul", "div", "maximum", "minimum")
+	register(binaryFamily, "add", "sub", "mul", "maximum", "minimum") // div: catalogue_ops21.go
 	register(castFamily, "cast")
 }
 

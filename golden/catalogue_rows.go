@@ -10,10 +10,8 @@ import (
 // and 1024 (loss); the shapes give a long ragged row (1031 = 4*256 + 7), more rows than one
 // tile holds (19 > 16, 11 > 8), reductions over non-adjacent axes and along a non-last axis.
 func init() {
-	register(reduceFamily, "reduce_sum", "reduce_max", "reduce_mean")
-	register(softmaxFamily, "softmax", "log_softmax")
+	// reduce_*, softmax, log_softmax: catalogue_ops21.go (these families plus issue 21's cases)
 	register(normFamily, "layernorm", "rmsnorm")
-	register(lossFamily, "mse_loss")
 }
 
 func reduceFamily(op string, dt numerics.DType) []Spec {

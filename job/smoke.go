@@ -303,13 +303,20 @@ func (g *gen) binary(op string, dt numerics.DType) *graph.Value {
 		}
 	}
 	var db *harness.Dist
+	var attrs graph.Attrs
 	if op == "div" {
 		db = &distPositive
+		// Integers divide with a rounding mode only; floats draw one of the three forms.
+		if modes := append([]string{""}, graph.DivRoundingModes...); dt.IsInt() {
+			attrs = graph.Attrs{"rounding_mode": graph.String(graph.DivRoundingModes[g.r.IntN(2)])}
+		} else if m := modes[g.r.IntN(len(modes))]; m != "" {
+			attrs = graph.Attrs{"rounding_mode": graph.String(m)}
+		}
 	}
 	if g.r.IntN(2) == 0 && db == nil {
 		a, b = b, a
 	}
-	return g.op(op, nil, g.input(dt, a, nil), g.input(dt, b, db))
+	return g.op(op, attrs, g.input(dt, a, nil), g.input(dt, b, db))
 }
 
 func (g *gen) reduce(op string, dt numerics.DType) *graph.Value {

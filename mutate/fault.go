@@ -219,6 +219,11 @@ var catalogue = []Fault{
 		Breaks: "an f32 sum or avg that is NaN keeps the payload and sign the CPU's addition propagated instead of the canonical NaN, so host and device transports would disagree"},
 	{Name: fp.DistRaggedTailDropped, Layer: LayerDist, Hook: "engine/dist/pipeline.go (*call).pipelined", Ops: reduceOps,
 		Breaks: "a chunk of more than one 1 MiB segment loses its partial last segment: never sent, reduced or gathered, so those elements keep what the receive buffer held; tensors under 1 MiB per chunk are untouched"},
+	// issue 21 (h/ops)
+	{Name: fp.CPUDivFloorTruncates, Layer: LayerCPU, Hook: "engine/backend/cpu/divround.go floorDiv", Ops: []string{"div"},
+		Breaks: "div rounding_mode=\"floor\" rounds toward zero, as C's '/' does: a negative quotient that is not an integer comes out one too high (-7 floor-div 2 gives -3), every other element stays right; the integer path (elementwise.go binaryIntRow) has the same hook"},
+	{Name: fp.ReduceEmptyAxesFirstOnly, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerReduce", Ops: []string{"reduce_sum", "reduce_max", "reduce_mean"},
+		Breaks: "a reduction written axes=[] is lowered over axis 0 only (the output type stays right): the kernel folds one column of the input, not every element"},
 }
 
 // optimOps are the ops of an optimizer's update graph.

@@ -189,7 +189,23 @@ def gelu_f(b, n, x):
 
 
 def div(b, n, a):
-    return b.jnp.true_divide(a[0], a[1])
+    """True division, or torch.div's rounding modes (issue 21). Integers: exact in int64,
+    x/0 = 0 (Tessera's definition), wrapped once. trunc truncates the quotient in the storage
+    dtype (f16/bf16 as torch; fp8 travels as f32); floor is jnp.floor_divide (fmod-based, as
+    torch and Python), f16/bf16 in f32, rounded once."""
+    jnp, lax = b.jnp, b.jax.lax
+    x, y = a
+    mode = attrs(n).get("rounding_mode")
+    if mode is None:
+        return jnp.true_divide(x, y)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        zero = y == 0
+        xl, yl = x.astype(jnp.int64), jnp.where(zero, 1, y).astype(jnp.int64)
+        q = jnp.floor_divide(xl, yl) if mode == "floor" else lax.div(xl, yl)
+        return jnp.where(zero, 0, q).astype(x.dtype)
+    if mode == "trunc":
+        return jnp.trunc(jnp.true_divide(x, y))
+    return rounded(b, x, lambda p, q: jnp.floor_divide(p, q), x, y)
 
 
 def cast(b, n, a):
@@ -221,12 +237,13 @@ def round_once(b, d, tdt):
 
 
 def reduce_dims(x, node):
-    """The axes to reduce; a Tessera graph never sends axes=[] (the verifier rejects it)."""
+    """The axes to reduce: absent and [] are every axis (issue 21); a scalar's dim 0 or -1 is
+    its one element, so nothing is folded."""
     axes = attrs(node).get("axes")
-    if axes is None:
-        return tuple(range(x.ndim))
+    if x.ndim == 0:
+        return ()
     if not axes:
-        raise proto.Unsupported("axes=[]: Tessera's graph rejects it")
+        return tuple(range(x.ndim))
     return tuple(sorted(a % x.ndim for a in axes))
 
 
@@ -256,12 +273,21 @@ def reduce_mean(b, n, a):
     return rounded(b, x, lambda y: b.jnp.mean(y, axis=dims, keepdims=attrs(n).get("keepdims", False)), x)
 
 
+def along_row(f, x, axis):
+    """f along axis; a scalar is a row of one element (torch's dim 0 or -1 of a 0-d tensor)."""
+    if x.ndim == 0:
+        return f(x.reshape(1), 0).reshape(())
+    return f(x, axis)
+
+
 def softmax(b, n, a):
-    return rounded(b, a[0], lambda y: b.jax.nn.softmax(y, axis=attrs(n).get("axis", -1)), a[0])
+    ax = attrs(n).get("axis", -1)
+    return rounded(b, a[0], lambda y: along_row(lambda v, k: b.jax.nn.softmax(v, axis=k), y, ax), a[0])
 
 
 def log_softmax(b, n, a):
-    return rounded(b, a[0], lambda y: b.jax.nn.log_softmax(y, axis=attrs(n).get("axis", -1)), a[0])
+    ax = attrs(n).get("axis", -1)
+    return rounded(b, a[0], lambda y: along_row(lambda v, k: b.jax.nn.log_softmax(v, axis=k), y, ax), a[0])
 
 
 def layernorm(b, n, a):
@@ -407,7 +433,9 @@ def concat(b, n, a):
 
 
 def mse_loss(b, n, a):
-    return rounded(b, a[0], lambda x, y: b.jnp.mean(b.jnp.square(x - y)), *a)
+    red = attrs(n).get("reduction", "mean")
+    fold = {"mean": b.jnp.mean, "sum": b.jnp.sum, "none": lambda d: d}[red]
+    return rounded(b, a[0], lambda x, y: fold(b.jnp.square(x - y)), *a)
 
 
 OPS = {

@@ -71,9 +71,12 @@ func problemOf(p *compiler.Program, i int) (problem, error) {
 		}
 	case "rowwise":
 		shape := in[0].Type.Shape
+		if len(shape) == 0 {
+			shape = []int{1} // softmax of a scalar: one row of one element
+		}
 		ax := len(shape) - 1
 		if n.Op == "softmax" || n.Op == "log_softmax" {
-			a, err := graph.NormAxis(int(n.IntAttr("axis")), len(shape))
+			a, err := graph.NormDim(int(n.IntAttr("axis")), in[0].Type.Rank())
 			if err != nil {
 				return problem{}, errs.Wrap(errs.Internal, err, "autotune: kernel %s", sc.Kernel)
 			}

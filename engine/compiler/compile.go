@@ -50,6 +50,7 @@ type pass struct {
 // passes is the pipeline, in order.
 var passes = [...]pass{
 	{name: "verify", fn: func(s *state) error { return graph.Verify(s.g) }, required: true, level: "graph"},
+	{name: "desugar", fn: desugar, required: true, level: "graph"},
 	{name: "canonicalize", fn: canonicalize, level: "graph"},
 	{name: "fuse-attention", fn: fuseAttention, level: "graph"},
 	{name: "dce", fn: deadCode, level: "graph"},

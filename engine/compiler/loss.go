@@ -24,7 +24,7 @@ func splitLoss(s *state) error {
 	fresh := freshNames(s.g)
 	for _, n := range s.g.Nodes {
 		a := n.Inputs
-		if n.Op != "mse_loss" || a[0].Type.Rank() < 2 || a[0].Type.NumElems() < splitLossMin {
+		if n.Op != "mse_loss" || a[0].Type.Rank() < 2 || a[0].Type.NumElems() < splitLossMin || n.StringAttr("reduction") == "none" {
 			out = append(out, n)
 			continue
 		}
@@ -49,7 +49,10 @@ func splitLoss(s *state) error {
 		d := add("sub", nil, wide(a[0]), wide(a[1]))
 		rows := add("reduce_sum", graph.Attrs{"axes": graph.Ints(-1)}, add("mul", nil, d, d))
 		total := add("reduce_sum", nil, rows)
-		mean := add("div", nil, total, add("full_like", graph.Attrs{"value": graph.Float(float64(a[0].Type.NumElems()))}, total))
+		mean := total // reduction "sum"
+		if n.StringAttr("reduction") == "mean" {
+			mean = add("div", nil, total, add("full_like", graph.Attrs{"value": graph.Float(float64(a[0].Type.NumElems()))}, total))
+		}
 		if err != nil {
 			return fmt.Errorf("node %%%s: splitting mse_loss: %w", n.Output.Name, err)
 		}

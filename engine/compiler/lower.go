@@ -285,7 +285,11 @@ func (b *kbuilder) lowerElementwise(gr *group) error {
 			}
 			r = b.unary(op, operand(n.Inputs[0]), cdt)
 		case graph.KindBinary:
-			r = b.binary(binaryOps[n.Op], operand(n.Inputs[0]), operand(n.Inputs[1]), cdt)
+			op, bdt := binaryOpOf(n), cdt
+			if op == tile.DivTrunc && (dt == numerics.F16 || dt == numerics.BF16) {
+				bdt = dt // torch truncates the quotient rounded to f16/bf16, not the f32 one
+			}
+			r = b.binary(op, operand(n.Inputs[0]), operand(n.Inputs[1]), bdt)
 		}
 		// An intermediate keeps its declared dtype even though it never leaves registers.
 		if n != gr.root() && cdt != dt && n.Def().Kind != graph.KindCast && !failpoint.Enabled(failpoint.FusionSkipsIntermediateRound) {
@@ -298,6 +302,17 @@ func (b *kbuilder) lowerElementwise(gr *group) error {
 }
 
 var binaryOps = map[string]tile.BinaryOp{"add": tile.Add, "sub": tile.Sub, "mul": tile.Mul, "div": tile.Div, "maximum": tile.Max, "minimum": tile.Min}
+
+// binaryOpOf is the tile op of a binary node: div's rounding mode picks its own tile op.
+func binaryOpOf(n *graph.Node) tile.BinaryOp {
+	switch graph.DivRounding(n) {
+	case "trunc":
+		return tile.DivTrunc
+	case "floor":
+		return tile.DivFloor
+	}
+	return binaryOps[n.Op]
+}
 
 func unaryOp(n *graph.Node) (tile.UnaryOp, error) {
 	switch n.Op {

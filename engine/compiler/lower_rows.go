@@ -40,6 +40,9 @@ func (b *kbuilder) lowerReduce(n *graph.Node, sc Schedule) error {
 	if err != nil {
 		return err
 	}
+	if a, set := n.Attrs["axes"]; set && len(a.Ints) == 0 && len(axes) > 1 {
+		axes = failpoint.Pick(failpoint.ReduceEmptyAxesFirstOnly, axes, axes[:1])
+	}
 	outer, inner := reduceExtent(n)
 	rm, cn := sc.BM, sc.BN
 	acc := failpoint.Apply(failpoint.ReduceAccumIgnoredF64, accumDType(n), func(a numerics.DType) numerics.DType {
@@ -81,7 +84,7 @@ func (b *kbuilder) lowerRowwise(n *graph.Node, sc Schedule) error {
 	outer, inner := rowExtent(n)
 	rm, cn := sc.BM, sc.BN
 	b.grid(ceilDiv(outer, rm))
-	rd, rs, cd, cs := rowView(x.Type.Shape, []int{rowAxis(n)})
+	rd, rs, cd, cs := rowView(rowShape(n), []int{rowAxis(n)})
 	r := tile.Rows{Op: n.Op, X: b.param(x, false), Out: b.param(n.Output, true), Gamma: -1, Beta: -1, Acc: accumDType(n),
 		RowDims: rd, RowStrides: rs, Len: cd[0], ColStride: cs[0], Count: float64(inner), Eps: n.FloatAttr("eps"),
 		RM: rm, CN: cn, Steps: ceilDiv(inner, cn),
@@ -120,7 +123,10 @@ func (b *kbuilder) lowerLoss(n *graph.Node, sc Schedule) error {
 		p := b.reduce(tile.Sum, b.binary(tile.Mul, d, d, acc), acc)
 		b.emit(tile.Binary{Dst: s, A: s, B: p, Op: tile.Add, DType: acc})
 	})
-	res := b.binary(tile.Div, s, b.full(1, 1, float64(total)), acc)
+	res := s // reduction "sum"; "none" never gets here (desugar makes it elementwise)
+	if n.StringAttr("reduction") == "mean" {
+		res = b.binary(tile.Div, s, b.full(1, 1, float64(total)), acc)
+	}
 	b.emit(tile.Store{Src: res, At: tile.Access{Param: b.param(n.Output, true), Base: tile.C(0), RowDims: []int{1}, RowStrides: []int{0},
 		ColDims: []int{1}, ColStrides: []int{0}, RowStart: tile.C(0), ColStart: tile.C(0), Rows: 1, Cols: 1, Mask: true}})
 	return nil

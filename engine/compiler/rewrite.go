@@ -241,7 +241,7 @@ func reduceExtent(n *graph.Node) (outer, inner int) {
 
 // rowExtent returns (rows, row length) of a row-wise node along its axis (norms: last axis).
 func rowExtent(n *graph.Node) (outer, inner int) {
-	shape := n.Inputs[0].Type.Shape
+	shape := rowShape(n)
 	ax := rowAxis(n)
 	outer = 1
 	for i, d := range shape {
@@ -252,10 +252,19 @@ func rowExtent(n *graph.Node) (outer, inner int) {
 	return outer, shape[ax]
 }
 
+// rowShape is the shape a row-wise kernel walks: a scalar (softmax of a 0-d tensor, torch's
+// dim 0 or -1) is one row of one element, the same single element in memory.
+func rowShape(n *graph.Node) []int {
+	if s := n.Inputs[0].Type.Shape; len(s) > 0 {
+		return s
+	}
+	return []int{1}
+}
+
 func rowAxis(n *graph.Node) int {
-	r := n.Inputs[0].Type.Rank()
+	r := len(rowShape(n))
 	if n.Op == "softmax" || n.Op == "log_softmax" {
-		ax, _ := graph.NormAxis(int(n.IntAttr("axis")), r)
+		ax, _ := graph.NormDim(int(n.IntAttr("axis")), n.Inputs[0].Type.Rank())
 		return ax
 	}
 	return r - 1

@@ -38,7 +38,8 @@ import (
 //     gathered.
 //   - transpose permutes the layout; reshape keeps shardings of the leading dims it does not
 //     change and gathers the rest; slice gathers the sliced dims; concat gathers its axis.
-//   - mse_loss: local mean, then all_reduce avg over each sharding axis.
+//   - mse_loss: local mean (sum), then all_reduce avg (sum) over each sharding axis; reduction
+//     none is elementwise: the output keeps the operands' layout.
 //   - graph outputs: pending sums are all-reduced; sharded dims stay sharded (DistPlan says how).
 
 // Placement says where a tensor of the rank program lives: its layout over the mesh, the whole
@@ -341,6 +342,10 @@ func (s *sharder) binary(n *graph.Node, ins []*graph.Value) (*graph.Value, error
 	return s.emit(n, n.Attrs, target, args...)
 }
 
+// lossColl combines the ranks' local losses: equal blocks, so the mean of means is the mean.
+// Reduction "none" is elementwise and needs none.
+var lossColl = map[string]string{"mean": "avg", "sum": "sum"}
+
 var reduceColl = map[string]string{"reduce_sum": "sum", "reduce_max": "max", "reduce_mean": "avg"}
 
 func (s *sharder) reduce(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
@@ -395,6 +400,9 @@ func (s *sharder) rowwise(n *graph.Node, ins []*graph.Value) (*graph.Value, erro
 	}
 	l := s.lay[x].Clone()
 	global := n.Inputs[0].Type.Shape
+	if len(global) == 0 { // softmax of a scalar: nothing to shard, the op runs as it is
+		return s.emit(n, n.Attrs, l, x)
+	}
 	last := len(global) - 1
 	row := last
 	if n.HasAttr("axis") {
@@ -704,6 +712,9 @@ func (s *sharder) loss(n *graph.Node, ins []*graph.Value) (*graph.Value, error) 
 	if b, err = s.redistribute(b, target); err != nil {
 		return nil, err
 	}
+	if n.StringAttr("reduction") == "none" { // elementwise: the output keeps the operands' layout
+		return s.emit(n, n.Attrs, target, a, b)
+	}
 	axes := target.Axes()
 	if len(axes) == 0 {
 		return s.emit(n, n.Attrs, mesh.Replicated(0), a, b)
@@ -713,7 +724,7 @@ func (s *sharder) loss(n *graph.Node, ins []*graph.Value) (*graph.Value, error) 
 		if err != nil {
 			return nil, err
 		}
-		v, err = s.coll(v, "all_reduce", ax, graph.Attrs{"op": graph.String("avg")}, mesh.Replicated(0))
+		v, err = s.coll(v, "all_reduce", ax, graph.Attrs{"op": graph.String(lossColl[n.StringAttr("reduction")])}, mesh.Replicated(0))
 	}
 	return v, err
 }

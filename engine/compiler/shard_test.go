@@ -267,3 +267,46 @@ func TestPendingSumsAddOnlyToPendingSums(t *testing.T) {
 		t.Errorf("ops %q, want %q", got, want)
 	}
 }
+
+// mse_loss's reductions over a batch split on dp (issue 21): the mean all-reduces with avg,
+// the sum with sum, and none stays sharded like its operands, with no collective.
+func TestMSELossReductionsOverDataParallel(t *testing.T) {
+	for red, want := range map[string]string{"mean": "mse_loss all_reduce:dp avg", "sum": "mse_loss all_reduce:dp sum", "none": "mse_loss"} {
+		g := build(t, func(b *graph.Builder) {
+			b.Output(b.Op("mse_loss", graph.Attrs{"reduction": graph.String(red)}, b.Input("a", f32, 8, 4), b.Input("y", f32, 8, 4)))
+		})
+		rg, plan, err := Shard(g, parseMesh(t, "dp=4"), layouts(t, g, "a", "[S(dp),R]", "y", "[S(dp),R]"))
+		if err != nil {
+			t.Fatalf("%s: %v", red, err)
+		}
+		got := opsOf(rg)
+		for _, n := range rg.Nodes {
+			if n.Op == "all_reduce" {
+				got += " " + n.StringAttr("op")
+			}
+		}
+		if got != want {
+			t.Errorf("reduction %s: ops %q, want %q", red, got, want)
+		}
+		if red == "none" && plan.Outputs[0].Layout.String() != "[S(dp),R]" {
+			t.Errorf("reduction none: output layout %s", plan.Outputs[0].Layout)
+		}
+	}
+}
+
+// A reduction written axes=[] folds every axis, the sharded one included (issue 21).
+func TestEmptyAxesReduceAllReducesOverTheShardedAxis(t *testing.T) {
+	g := build(t, func(b *graph.Builder) {
+		b.Output(b.Op("reduce_sum", graph.Attrs{"axes": graph.Ints(), "keepdims": graph.Bool(true)}, b.Input("x", f32, 8, 4)))
+	})
+	rg, plan, err := Shard(g, parseMesh(t, "dp=4"), layouts(t, g, "x", "[S(dp),R]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := opsOf(rg); got != "reduce_sum all_reduce:dp" {
+		t.Fatalf("ops %s", got)
+	}
+	if plan.Outputs[0].Global.String() != "f32[1,1]" || plan.Outputs[0].Layout.String() != "[R,R]" {
+		t.Fatalf("output %s %s", plan.Outputs[0].Global, plan.Outputs[0].Layout)
+	}
+}

@@ -139,6 +139,7 @@ func Names() []string {
 		MatmulNarrowAccumRoundedOnce, ReduceAccumIgnoredF64,
 		DistLastChunkReversed, DistNarrowAccumInDType, DistExactDoubleRounding, DistMaxZeroSignIgnored,
 		DistNaNPayloadKept, DistRaggedTailDropped,
+		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
 	}
 }
 
@@ -225,4 +226,16 @@ const (
 	// Tile IR verifier refuses and cuLaunchKernel would refuse, so every graph with an empty
 	// intermediate fails to compile.
 	EmptyKernelLaunched = "compiler/empty/zero-grid-kernel-emitted"
+)
+
+// Issue 21 (h/ops): torch.div rounding modes and reductions over axes=[].
+const (
+	// CPUDivFloorTruncates rounds a floor division toward zero in the CPU backend, the bug of
+	// a kernel that takes C's integer '/' (or trunc) for Python's '//': negative quotients
+	// come out one too high (-7 // 2 gives -3, not -4); positive ones stay right.
+	CPUDivFloorTruncates = "cpu/div/floor-truncates"
+	// ReduceEmptyAxesFirstOnly lowers a reduction written axes=[] as if it named axis 0 only,
+	// the bug of a lowering that reads "[]" as "the default axis" instead of "every axis";
+	// the output type (from the graph) is right, the values are one row's sums.
+	ReduceEmptyAxesFirstOnly = "compiler/reduce/empty-axes-first-only"
 )

@@ -56,12 +56,16 @@ func init() {
 		doc    string
 	}{
 		{"add", numeric, "a+b"}, {"sub", numeric, "a-b"}, {"mul", numeric, "a*b"},
-		{"div", floats, "a/b (IEEE: x/0 = ±Inf, 0/0 = NaN)"},
 		{"maximum", numeric, "max(a,b); NaN if either is NaN"},
 		{"minimum", numeric, "min(a,b); NaN if either is NaN"},
 	} {
 		register(&OpDef{Name: b.name, Kind: KindBinary, MinArgs: 2, MaxArgs: 2, DTypes: b.dtypes, Infer: broadcastInfer, Doc: b.doc})
 	}
+	register(&OpDef{Name: "div", Kind: KindBinary, MinArgs: 2, MaxArgs: 2, DTypes: numeric, Infer: divInfer,
+		Attrs: []AttrSpec{{Name: "rounding_mode", Kind: AttrString, Optional: true,
+			Doc:    `absent: true division (floats only); "trunc": toward zero; "floor": toward -Inf (torch.div's rounding_mode)`,
+			Values: DivRoundingModes}},
+		Doc: "a/b (IEEE: x/0 = ±Inf, 0/0 = NaN); rounding_mode trunc/floor also for ints (x/0 = 0 for ints)"})
 
 	register(&OpDef{Name: "cast", Kind: KindCast, MinArgs: 1, MaxArgs: 1, DTypes: anyDType,
 		Attrs: []AttrSpec{{Name: "to", Kind: AttrDType, Doc: "target dtype"}},
@@ -138,14 +142,22 @@ func init() {
 	register(&OpDef{Name: "concat", Kind: KindMovement, MinArgs: 1, MaxArgs: -1, DTypes: anyDType, Infer: concatInfer,
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt}}, Doc: "join along axis; other dims equal"})
 
-	register(&OpDef{Name: "mse_loss", Kind: KindLoss, MinArgs: 2, MaxArgs: 2, DTypes: floats, Attrs: []AttrSpec{accumSpec},
+	register(&OpDef{Name: "mse_loss", Kind: KindLoss, MinArgs: 2, MaxArgs: 2, DTypes: floats,
+		Attrs: []AttrSpec{{Name: "reduction", Kind: AttrString, Default: dflt(String("mean")), Values: MSEReductions,
+			Doc: `"mean" (a scalar), "sum" (a scalar) or "none" ((a-b)^2 per element, a's shape), as F.mse_loss`}, accumSpec},
 		Infer: func(n *Node, in []Type) (Type, error) {
 			if !slices.Equal(in[0].Shape, in[1].Shape) {
 				return Type{}, fmt.Errorf("shapes differ")
 			}
+			if err := checkAccum(n, in[0].DType); err != nil {
+				return Type{}, err
+			}
+			if n.StringAttr("reduction") == "none" {
+				return same(n, in)
+			}
 			return Type{DType: in[0].DType}, nil
 		},
-		Doc: "mean((a-b)^2) over all elements -> scalar"})
+		Doc: "mean((a-b)^2) over all elements -> scalar; reduction=sum: the sum; reduction=none: (a-b)^2 elementwise"})
 }
 
 func validDType(d numerics.DType) error {
@@ -189,6 +201,29 @@ func broadcastInfer(_ *Node, in []Type) (Type, error) {
 	return Type{DType: in[0].DType, Shape: s}, err
 }
 
+// DivRoundingModes are the values of div's rounding_mode (torch.div's; absent is true division).
+var DivRoundingModes = []string{"trunc", "floor"}
+
+// MSEReductions are the values of mse_loss's reduction (F.mse_loss's).
+var MSEReductions = []string{"mean", "sum", "none"}
+
+// DivRounding is the node's rounding mode: "" (true division), "trunc" or "floor".
+func DivRounding(n *Node) string {
+	if !n.HasAttrSet("rounding_mode") {
+		return ""
+	}
+	return n.StringAttr("rounding_mode")
+}
+
+// divInfer: true division of integers would need a float result (torch promotes), and this op
+// set has no implicit promotion, so integer inputs need a rounding mode.
+func divInfer(n *Node, in []Type) (Type, error) {
+	if in[0].DType.IsInt() && DivRounding(n) == "" {
+		return Type{}, errs.New(errs.DType, "%s inputs need rounding_mode=\"trunc\" or \"floor\" (true division of integers is a float; cast first)", in[0].DType)
+	}
+	return broadcastInfer(n, in)
+}
+
 // NormAxis maps a possibly negative axis into [0, rank).
 func NormAxis(axis, rank int) (int, error) {
 	if axis < 0 {
@@ -200,13 +235,25 @@ func NormAxis(axis, rank int) (int, error) {
 	return axis, nil
 }
 
-// ReduceAxes returns the node's reduced axes, normalized, sorted and unique.
+// NormDim is NormAxis for the ops where torch reads a scalar as one axis of one element
+// (reductions, softmax, log_softmax: torch.sum(s, dim=0) and dim=-1 are fine, dim=1 is an
+// IndexError). A scalar's only dim is 0; every other rank is NormAxis.
+func NormDim(axis, rank int) (int, error) {
+	if rank == 0 {
+		if axis != 0 && axis != -1 {
+			return 0, fmt.Errorf("axis %d out of range for a scalar (rank 0 takes axis 0 or -1)", axis)
+		}
+		return 0, nil
+	}
+	return NormAxis(axis, rank)
+}
+
+// ReduceAxes returns the node's reduced axes, normalized, sorted and unique. Absent and [] both
+// mean every axis (torch.sum(x, dim=[]) reduces all). On a scalar the named dims (0 or -1)
+// give no axis to fold: the one element is the result, with or without keepdims, as torch.
 func ReduceAxes(n *Node, rank int) ([]int, error) {
 	raw := n.IntsAttr("axes")
-	if a, set := n.Attrs["axes"]; set && len(a.Ints) == 0 {
-		return nil, fmt.Errorf("axes is empty: omit it to reduce every axis")
-	}
-	if raw == nil {
+	if len(raw) == 0 {
 		out := make([]int, rank)
 		for i := range out {
 			out[i] = i
@@ -214,17 +261,24 @@ func ReduceAxes(n *Node, rank int) ([]int, error) {
 		return out, nil
 	}
 	var out []int
+	seen := map[int]bool{}
 	for _, a := range raw {
-		ax, err := NormAxis(a, rank)
+		ax, err := NormDim(a, rank)
 		if err != nil {
 			return nil, fmt.Errorf("axes %v: %w", raw, err)
 		}
-		if slices.Contains(out, ax) {
+		if seen[ax] {
 			return nil, fmt.Errorf("axes %v: axis %d repeated", raw, ax)
 		}
-		out = append(out, ax)
+		seen[ax] = true
+		if rank > 0 {
+			out = append(out, ax)
+		}
 	}
 	slices.Sort(out)
+	if out == nil {
+		out = []int{}
+	}
 	return out, nil
 }
 
@@ -275,11 +329,10 @@ func checkAccum(n *Node, dt numerics.DType) error {
 	return nil
 }
 
+// axisInfer: softmax and log_softmax. A scalar is a row of one element (torch accepts dim 0
+// and -1 on it), so softmax gives 1 and log_softmax 0 there (NaN for ±Inf and NaN).
 func axisInfer(n *Node, in []Type) (Type, error) {
-	if in[0].Rank() == 0 {
-		return Type{}, fmt.Errorf("needs rank >= 1")
-	}
-	if _, err := NormAxis(int(n.IntAttr("axis")), in[0].Rank()); err != nil && !failpoint.Enabled(failpoint.GraphAxisRangeUnchecked) {
+	if _, err := NormDim(int(n.IntAttr("axis")), in[0].Rank()); err != nil && !failpoint.Enabled(failpoint.GraphAxisRangeUnchecked) {
 		return Type{}, fmt.Errorf("axis %d: %w", n.IntAttr("axis"), err)
 	}
 	return same(n, in)

@@ -148,10 +148,13 @@ func TestParseLiterals(t *testing.T) {
 	if a := g.Nodes[0].Attrs["perm"]; a.Kind != AttrInts || len(a.Ints) != 2 {
 		t.Fatalf("perm=[1,0] read as %+v", a)
 	}
-	// An empty axes list is ambiguous (all axes? none?), so the op rejects it.
-	if _, err := Parse("graph e {\n input %x: f32[2,3]\n %y = reduce_sum(%x) {axes=[]}\n output %y\n}", "e.tg"); err == nil ||
-		!strings.Contains(err.Error(), "axes is empty") {
-		t.Fatalf("axes=[] accepted or wrong error: %v", err)
+	// An empty axes list reduces every axis, as torch.sum(x, dim=[]) does, and prints back as [].
+	g = mustParse(t, "graph e {\n input %x: f32[2,3]\n %y = reduce_sum(%x) {axes=[]}\n output %y\n}")
+	if a, ok := g.Nodes[0].Attrs["axes"]; !ok || a.Kind != AttrInts || len(a.Ints) != 0 || g.Nodes[0].Output.Type.Rank() != 0 {
+		t.Fatalf("axes=[] read as %+v, type %s", a, g.Nodes[0].Output.Type)
+	}
+	if !strings.Contains(Print(g), "{axes=[]}") {
+		t.Fatalf("axes=[] not printed back:\n%s", Print(g))
 	}
 }
 

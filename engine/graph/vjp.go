@@ -247,13 +247,21 @@ func init() {
 		}
 		return ga, gb
 	}))
-	setGrad("div", binaryRule(func(b *Builder, a, c, _, dy *Value, need []bool) (ga, gb *Value) {
+	trueDiv := binaryRule(func(b *Builder, a, c, _, dy *Value, need []bool) (ga, gb *Value) {
 		ga = b.Op("div", nil, dy, c)
 		if need[1] { // -dy a / c^2, as (dy/c)(a/c) so that c^2 cannot overflow first
 			gb = b.Op("neg", nil, b.Op("mul", nil, ga, b.Op("div", nil, a, c)))
 		}
 		return ga, gb
-	}))
+	})
+	// trunc and floor division are step functions: torch 1.13 gives both operands a zero
+	// gradient (measured: also at the steps, and for b's side), so no gradient flows.
+	setGrad("div", gradOf(func(b *Builder, n *Node, dy *Value, need []bool) []*Value {
+		if DivRounding(n) != "" {
+			return []*Value{nil, nil}
+		}
+		return trueDiv.VJP(b, n, dy, need)
+	}, true))
 	setGrad("maximum", maxRule("a"))
 	setGrad("minimum", maxRule("b"))
 
@@ -300,7 +308,11 @@ func init() {
 	setGrad("rmsnorm", gradOf(rmsnormVJP, true))
 	setGrad("mse_loss", gradOf(func(b *Builder, n *Node, dy *Value, need []bool) []*Value {
 		d := b.Op("sub", nil, n.Inputs[0], n.Inputs[1])
-		ga := b.Op("mul", nil, d, b.scaled(dy, 2/float64(max(d.Type.NumElems(), 1))))
+		scale := 2.0 // sum and none: d(a-b)^2/da = 2(a-b); dy is a scalar for sum, a's shape for none
+		if n.StringAttr("reduction") == "mean" {
+			scale = 2 / float64(max(d.Type.NumElems(), 1))
+		}
+		ga := b.Op("mul", nil, d, b.scaled(dy, scale))
 		return []*Value{ga, b.Op("neg", nil, ga)}
 	}, true))
 

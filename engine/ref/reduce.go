@@ -76,18 +76,22 @@ func fold[T scalar](x []T, shape, axes []int, f func(a, b T) T) (out []T, count 
 func rowwise(f func(row []float64)) impl {
 	return func(n *graph.Node, in []*tensor.Tensor, out *tensor.Tensor) error {
 		x := in[0]
-		ax, err := graph.NormAxis(int(n.IntAttr("axis")), len(x.Shape))
+		ax, err := graph.NormDim(int(n.IntAttr("axis")), len(x.Shape))
 		if err != nil {
 			return errs.Wrap(errs.Shape, err, "ref: %s: axis %d", nodeName(n), n.IntAttr("axis"))
+		}
+		shape := x.Shape
+		if len(shape) == 0 {
+			shape = []int{1} // a scalar is a row of one element
 		}
 		vals := floatsOf(x)
 		if len(vals) == 0 {
 			out.Data = out.Data[:0] // an empty axis or an empty batch of rows: an empty output, as torch
 			return nil
 		}
-		length, inner := x.Shape[ax], product(x.Shape[ax+1:])
+		length, inner := shape[ax], product(shape[ax+1:])
 		row := make([]float64, length)
-		for o := range product(x.Shape[:ax]) {
+		for o := range product(shape[:ax]) {
 			for i := range inner {
 				base := o*length*inner + i
 				for j := range row {
@@ -178,13 +182,21 @@ func rmsnorm(n *graph.Node, in []*tensor.Tensor, out *tensor.Tensor) error {
 	return nil
 }
 
-func mseLoss(_ *graph.Node, in []*tensor.Tensor, out *tensor.Tensor) error {
+func mseLoss(n *graph.Node, in []*tensor.Tensor, out *tensor.Tensor) error {
 	a, b := floatsOf(in[0]), floatsOf(in[1])
 	var sum float64
 	for i := range a {
 		d := a[i] - b[i]
+		if n.StringAttr("reduction") == "none" {
+			out.SetFloat64(i, d*d)
+		}
 		sum += d * d
 	}
-	out.SetFloat64(0, sum/float64(len(a)))
+	switch n.StringAttr("reduction") {
+	case "sum":
+		out.SetFloat64(0, sum)
+	case "mean":
+		out.SetFloat64(0, sum/float64(len(a)))
+	}
 	return nil
 }

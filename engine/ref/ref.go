@@ -35,7 +35,7 @@ var impls = map[string]impl{
 	"add":     binaryOp(add[float64], add[int64]),
 	"sub":     binaryOp(sub[float64], sub[int64]),
 	"mul":     binaryOp(mul[float64], mul[int64]),
-	"div":     binaryOp(func(a, b float64) float64 { return a / b }, nil),
+	"div":     div,
 	"maximum": binaryOp(maxOf[float64], maxOf[int64]),
 	"minimum": binaryOp(minOf[float64], minOf[int64]),
 

@@ -214,6 +214,7 @@ func TestEveryDeclaredDType(t *testing.T) {
 		"cast": {"to": graph.DTypeAttr(f32)}, "transpose": {"perm": graph.Ints(1, 0)}, "reshape": {"shape": graph.Ints(-1)},
 		"slice": {"starts": graph.Ints(0, 1), "ends": graph.Ints(2, 3)}, "concat": {"axis": graph.Int(0)},
 		"full_like": {"value": graph.Float(2)}, "attention_grad": {"wrt": graph.String("v")},
+		"div": {"rounding_mode": graph.String("floor")}, // integers have no true division
 	}
 	for _, d := range graph.Ops() {
 		for _, dt := range d.DTypes {

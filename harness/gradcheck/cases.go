@@ -2,6 +2,8 @@ package gradcheck
 
 import (
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
@@ -66,3 +68,27 @@ func finite[T interface{ Float64s() []float64 }](in map[string]T) bool {
 }
 
 var _ = numerics.F32
+
+// CasesTagged returns gradient cases from the golden specs of op whose tag (the part of the
+// name after op/dtype/) starts with one of tags, in the given float dtypes: the cases of one
+// attribute form (issue 21: rounding divisions, axes=[], scalar dims, mse_loss reductions),
+// which Cases may not reach past PerPair.
+func CasesTagged(op string, dts []numerics.DType, tags ...string) ([]Case, error) {
+	var out []Case
+	for _, dt := range dts {
+		for _, s := range golden.SpecsFor(op, dt) {
+			tag := strings.TrimPrefix(s.Name, op+"/"+dt.String()+"/")
+			if !slices.ContainsFunc(tags, func(p string) bool { return strings.HasPrefix(tag, p) }) {
+				continue
+			}
+			in, err := s.Inputs()
+			if err != nil {
+				return nil, err
+			}
+			if finite(in) {
+				out = append(out, Case{Name: s.Name, Op: op, DType: dt, Graph: s.Graph, Inputs: in, Seed: s.Seed})
+			}
+		}
+	}
+	return out, nil
+}

@@ -128,8 +128,31 @@ func (b *builder) binary(d *graph.OpDef) error {
 	if b.s.Attr[2]&2 != 0 {
 		a, y = y, a
 	}
-	_, err := b.node(d.Name, nil, a, y)
+	_, err := b.node(d.Name, b.divMode(d, a, y), a, y)
 	return err
+}
+
+// divMode draws div's rounding_mode (issue 21): none, "trunc" or "floor"; integers always get
+// one (they have no true division). A float rounding division is a step function, so it only
+// takes graph inputs: fed by a computed value, a one-ulp difference upstream that every
+// tolerance allows could move a quotient across an integer and the result by a whole unit.
+func (b *builder) divMode(d *graph.OpDef, a, y *graph.Value) graph.Attrs {
+	if d.Name != "div" {
+		return nil
+	}
+	modes := append([]string{""}, graph.DivRoundingModes...)
+	mode := modes[b.s.Attr[3]%len(modes)]
+	isInput := func(v *graph.Value) bool { return slices.Contains(b.g.Inputs, v) }
+	switch {
+	case a.Type.DType.IsInt() && mode == "":
+		mode = graph.DivRoundingModes[b.s.Attr[3]%2]
+	case a.Type.DType.IsFloat() && !(isInput(a) && isInput(y)):
+		mode = ""
+	}
+	if mode == "" {
+		return nil
+	}
+	return graph.Attrs{"rounding_mode": graph.String(mode)}
 }
 
 func (b *builder) cast(d *graph.OpDef) error {
@@ -145,11 +168,20 @@ func (b *builder) cast(d *graph.OpDef) error {
 }
 
 func (b *builder) reduce(d *graph.OpDef) error {
-	x := b.operand(d, 1, 4)
+	x := b.operand(d, 0, 4)
 	s := x.Type.Shape
 	attrs := graph.Attrs{}
 	var axes []int
-	switch b.s.Attr[0] % 3 {
+	switch {
+	case len(s) == 0: // a scalar: absent, [] or its one dim, 0 or -1 (issue 21)
+		attrs["axes"] = graph.Ints([][]int64{nil, {}, {0}, {-1}}[b.s.Attr[0]%4]...)
+		if b.s.Attr[0]%4 == 0 {
+			delete(attrs, "axes")
+		}
+	case b.s.Attr[0]%4 == 3: // axes=[]: every axis (issue 21)
+		attrs["axes"] = graph.Ints()
+	}
+	switch b.s.Attr[0] % 4 {
 	case 0:
 		axes = []int{len(s) - 1}
 	case 1:
@@ -162,7 +194,7 @@ func (b *builder) reduce(d *graph.OpDef) error {
 			axes = []int{0}
 		}
 	}
-	if axes != nil {
+	if axes != nil && len(s) > 0 {
 		enc := make([]int64, len(axes))
 		for i, ax := range axes {
 			enc[i] = int64(ax)
@@ -189,6 +221,10 @@ func (b *builder) rowwise(d *graph.OpDef) error {
 	in := []*graph.Value{x}
 	switch d.MinArgs {
 	case 1:
+		if b.s.Attr[3]%5 == 4 { // softmax of a scalar: axis 0 or -1 (issue 21)
+			x = b.input(x.Type.DType, []int{}, b.class())
+			in[0], s = x, []int{1}
+		}
 		ax := b.s.Attr[0] % len(s)
 		if b.s.Attr[1]&1 == 1 {
 			ax -= len(s)
@@ -485,6 +521,10 @@ func (b *builder) loss(d *graph.OpDef) error {
 	} else {
 		y = b.input(a.Type.DType, slices.Clone(a.Type.Shape), b.class())
 	}
-	_, err := b.node(d.Name, b.accum(nil, a.Type.DType), a, y)
+	var attrs graph.Attrs
+	if r := graph.MSEReductions[b.s.Attr[3]%len(graph.MSEReductions)]; r != "mean" {
+		attrs = graph.Attrs{"reduction": graph.String(r)} // issue 21
+	}
+	_, err := b.node(d.Name, b.accum(attrs, a.Type.DType), a, y)
 	return err
 }

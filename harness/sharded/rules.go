@@ -33,7 +33,7 @@ type Rule struct {
 
 // Graph is the rule's one-op graph over f32 inputs x0, x1, ...
 func (r Rule) Graph() (*graph.Graph, error) {
-	b := graph.NewBuilder(strings.NewReplacer("/", "_", "=", "", ",", "_", "-", "_").Replace(r.Name))
+	b := graph.NewBuilder(strings.NewReplacer("/", "_", "=", "", ",", "_", "-", "_", "[", "", "]", "").Replace(r.Name))
 	var ins []*graph.Value
 	for i, s := range r.Inputs {
 		ins = append(ins, b.Input(fmt.Sprintf("x%d", i), numerics.F32, s...))
@@ -82,6 +82,11 @@ func Rules() []Rule {
 		{Name: "concat/axis=1", Op: op("concat", graph.Attrs{"axis": graph.Int(1)}), Inputs: [][]int{m2, {8, 4}}, Sums: [][]int{nil, nil}, K: 1},
 		{Name: "concat/axis=0", Op: op("concat", graph.Attrs{"axis": graph.Int(0)}), Inputs: [][]int{m2, m2}, Sums: [][]int{nil, nil}, K: 1},
 		{Name: "mse_loss", Op: op("mse_loss", nil), Inputs: [][]int{m2, m2}, Sums: [][]int{{0, 1}, {0, 1}}, K: 96},
+		{Name: "mse_loss/reduction=sum", Op: op("mse_loss", graph.Attrs{"reduction": graph.String("sum")}), Inputs: [][]int{m2, m2}, Sums: [][]int{{0, 1}, {0, 1}}, K: 96},
+		{Name: "mse_loss/reduction=none", Op: op("mse_loss", graph.Attrs{"reduction": graph.String("none")}), Inputs: [][]int{m2, m2}, Sums: [][]int{nil, nil}, K: 1},
+		{Name: "reduce_sum/axes=[]", Op: op("reduce_sum", axes()), Inputs: [][]int{m2}, Sums: [][]int{{0, 1}}, K: 96},
+		{Name: "reduce_mean/axes=[],keepdims", Op: op("reduce_mean", keep()), Inputs: [][]int{m2}, Sums: [][]int{{0, 1}}, K: 96},
+		{Name: "div/rounding_mode=floor", Op: op("div", graph.Attrs{"rounding_mode": graph.String("floor")}), Inputs: [][]int{m2, {12}}, Sums: [][]int{nil, nil}, K: 1},
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/tessera-qa/tessera-qa/differential"
-	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/ref"
@@ -97,12 +96,12 @@ var _ = Describe("semantic differences with torch", Label("cpu", "torch"), func(
 		}
 	})
 
-	It("reductions: the graph rejects axes=[] (torch reads it as every axis); zero-size dims sum to 0 in both", func() {
+	It("reductions: axes=[] reduces every axis, as torch.sum(x, dim=[]); zero-size dims sum to 0 in both", func() {
 		b := graph.NewBuilder("empty_axes")
 		b.Output(b.Op("reduce_sum", graph.Attrs{"axes": graph.Ints()}, b.Input("x", f32, 2, 3)))
-		_, err := b.Build()
-		Expect(errs.CodeOf(err)).To(Equal(errs.Shape))
-		Expect(err.Error()).To(ContainSubstring("axes is empty"))
+		g, err := b.Build()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(g.Outputs[0].Type.Rank()).To(Equal(0), "axes=[] is every axis")
 
 		b = graph.NewBuilder("zero_dim")
 		b.Output(b.Op("reduce_sum", graph.Attrs{"axes": graph.Ints(0)}, b.Input("x", f32, 0, 3)))
@@ -130,7 +129,10 @@ var _ = Describe("semantic differences with torch", Label("cpu", "torch"), func(
 
 		res, err = o.Eval(cpu, []differential.WireCase{sum([]int64{}, []int{2, 3}, []int{}, ones.Data)})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(res[0].Unsupported).To(BeTrue(), "the mapping must refuse axes=[] rather than pick a meaning")
+		Expect(res[0].Unsupported).To(BeFalse(), "the mapping reads axes=[] as every axis, as the engine does")
+		mapped, err := differential.FromWire(res[0].Outputs[0], f32, []int{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mapped.Float64(0)).To(Equal(21.0))
 	})
 
 	It("bf16: torch's own kernels may round intermediates; the mapping computes in f32 and rounds once, as the engine does", func() {

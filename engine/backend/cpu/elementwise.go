@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -19,6 +20,7 @@ var knownUnary = map[tile.UnaryOp]bool{
 
 var knownBinary = map[tile.BinaryOp]bool{
 	tile.Add: true, tile.Sub: true, tile.Mul: true, tile.Div: true, tile.Max: true, tile.Min: true,
+	tile.DivTrunc: true, tile.DivFloor: true,
 }
 
 // roundTo rounds an arithmetic result to dt: f32 by conversion, ints by wrapping the (integer)
@@ -187,7 +189,7 @@ func (w *worker) binary(in tile.Binary) {
 		if isInt {
 			binaryIntRow(in.Op, in.DType, o, ar, acs, br, bcs)
 		} else {
-			binaryRow(in.Op, o, ar, acs, br, bcs)
+			binaryRow(in.Op, in.DType, o, ar, acs, br, bcs)
 		}
 	}
 	if !isInt {
@@ -196,8 +198,17 @@ func (w *worker) binary(in tile.Binary) {
 }
 
 // binaryRow computes one result row in float64; a step of 0 repeats the operand's element.
-func binaryRow(op tile.BinaryOp, o, a []float64, as int, b []float64, bs int) {
+// The rounding divisions compute their quotient in dt's precision (f64, else f32).
+func binaryRow(op tile.BinaryOp, dt numerics.DType, o, a []float64, as int, b []float64, bs int) {
 	switch op {
+	case tile.DivTrunc:
+		for j := range o {
+			o[j] = truncDiv(a[j*as], b[j*bs], dt)
+		}
+	case tile.DivFloor:
+		for j := range o {
+			o[j] = floorDiv(a[j*as], b[j*bs], dt == numerics.F64)
+		}
 	case tile.Add:
 		for j := range o {
 			o[j] = a[j*as] + b[j*bs]
@@ -240,9 +251,16 @@ func binaryIntRow(op tile.BinaryOp, dt numerics.DType, o, a []float64, as int, b
 			v = x - y
 		case tile.Mul:
 			v = x * y
-		case tile.Div:
+		case tile.Div, tile.DivTrunc:
 			if y != 0 {
 				v = x / y
+			}
+		case tile.DivFloor:
+			if y != 0 {
+				v = x / y
+				if r := x % y; r != 0 && (r < 0) != (y < 0) && !failpoint.Enabled(failpoint.CPUDivFloorTruncates) {
+					v--
+				}
 			}
 		case tile.Max:
 			v = max(x, y)

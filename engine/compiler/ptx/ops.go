@@ -94,7 +94,7 @@ var f32Ops = map[tile.BinaryOp]string{tile.Add: "add.rn.f32", tile.Sub: "sub.rn.
 
 func (g *gen) binary(x tile.Binary) error {
 	switch x.Op {
-	case tile.Add, tile.Sub, tile.Mul, tile.Div, tile.Max, tile.Min:
+	case tile.Add, tile.Sub, tile.Mul, tile.Div, tile.Max, tile.Min, tile.DivTrunc, tile.DivFloor:
 	default:
 		return g.unsupported("binary op %q", x.Op)
 	}
@@ -127,7 +127,7 @@ func (g *gen) binaryVal(op tile.BinaryOp, dt numerics.DType, a, b val) val {
 			e.op("max.s64", d, x, y)
 		case tile.Min:
 			e.op("min.s64", d, x, y)
-		case tile.Div:
+		case tile.Div, tile.DivTrunc, tile.DivFloor:
 			// Truncating division; x/0 is 0 (the CPU's definition).
 			z := e.reg("p")
 			e.op("setp.eq.s64", z, y, "0")
@@ -135,9 +135,15 @@ func (g *gen) binaryVal(op tile.BinaryOp, dt numerics.DType, a, b val) val {
 			e.op("selp.b64", safe, "1", y, z)
 			q := e.reg("rd")
 			e.op("div.s64", q, x, safe)
+			if op == tile.DivFloor {
+				q = g.floorDivInt(x, safe, q)
+			}
 			e.op("selp.b64", d, "0", q, z)
 		}
 		return g.intVal(g.wrapInt(dt, d))
+	}
+	if op == tile.DivTrunc || op == tile.DivFloor {
+		return g.roundingDiv(op, dt, a, b)
 	}
 	if f32op, ok := f32Ops[op]; ok && dt == numerics.F32 && a.narrow && b.narrow {
 		d := e.reg("f")

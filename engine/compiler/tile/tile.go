@@ -144,6 +144,13 @@ const (
 	Div BinaryOp = "div"
 	Max BinaryOp = "max"
 	Min BinaryOp = "min"
+	// DivTrunc and DivFloor are torch.div's rounding modes. Floats: the quotient is computed in
+	// DType (f64 or f32; narrower DTypes compute in f32, and DivTrunc rounds the f32 quotient to
+	// an f16 or bf16 DType first), then rounded toward zero (DivTrunc, as torch) or to the exact floor of a/b (DivFloor, the
+	// result of torch's fmod-based algorithm: 1 floor-div 0.1 is 9); b = 0 gives a/b, an
+	// infinite a gives NaN (DivFloor). Integers: exact, x/0 = 0, wrapped.
+	DivTrunc BinaryOp = "div_trunc"
+	DivFloor BinaryOp = "div_floor"
 )
 
 // Binary sets Dst = A op B rounded to DType. A and B broadcast: a dimension of size 1 stretches

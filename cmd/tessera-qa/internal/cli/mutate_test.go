@@ -32,7 +32,8 @@ func TestMutateListsTheCatalogue(t *testing.T) {
 			t.Errorf("--faults cpu/ listed %+v", f)
 		}
 	}
-	if !slices.Equal(names, []string{fp.CPUReduceRightToLeft, fp.CPUSoftmaxSumNotRescaled, fp.CPUMMARaggedColumn}) {
+	if !slices.Equal(names, []string{fp.CPUReduceRightToLeft, fp.CPUSoftmaxSumNotRescaled, fp.CPUMMARaggedColumn,
+		fp.CPUDivFloorTruncates}) { // issue 21 (h/ops)
 		t.Errorf("--faults cpu/ listed %v", names)
 	}
 	if !strings.Contains(o.stderr, fp.CPUReduceRightToLeft+"  [cpu,") {
