@@ -62,9 +62,9 @@ var suites = []Suite{
 	// Only the specs that compare data- and tensor-parallel training with one rank: the rest
 	// of the suite runs the CLI, which a failpoints build of the suite does not carry.
 	{Name: "training", Kind: KindGinkgo, Packages: []string{"suites/training"},
-		Args: []string{"-ginkgo.focus=as one rank|as torch.optim"}, Env: []string{"TESSERA_QA_BIN=-"},
+		Args: []string{"-ginkgo.focus=as one rank|as torch.optim|pinned for this device class"}, Env: []string{"TESSERA_QA_BIN=-"},
 		What: "data-parallel and tensor-parallel training against one rank on the whole batch, every optimizer configuration against torch.optim's algorithm (suites/training)"},
-	{Name: "sharded", Kind: KindGinkgo, Packages: []string{"suites/sharded"}, Args: []string{"-ginkgo.focus=Each rule of the shard pass"},
+	{Name: "sharded", Kind: KindGinkgo, Packages: []string{"suites/sharded"}, Args: []string{"-ginkgo.focus=Each rule of the shard pass|sharded catalogue"},
 		What: "each rule of the shard pass under every legal layout of its inputs against one device (suites/sharded)"},
 	// Only the frame-field specs: the rest of the suite runs the CLI.
 	{Name: "frames", Kind: KindGinkgo, Packages: []string{"suites/collectives"},

@@ -1,9 +1,7 @@
 package collectives_test
 
 import (
-	"os"
 	"path/filepath"
-	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -21,15 +19,10 @@ import (
 // pins catch what both the engine and the reference would agree on changing, and any change of
 // the inputs' generator. A class without a file skips with the command that records it.
 
-// collectivePinsDir is golden/collective-pins, from this package's directory (where go test
-// runs it).
-var collectivePinsDir = filepath.Join("..", "..", "golden", "collective-pins")
-
-// RecordPinsEnv set to 1 makes the spec write the pin file of this class instead of comparing.
-const recordPinsEnv = "TESSERA_QA_RECORD_COLLECTIVE_PINS"
-
-// recordCommand (from the repository root) writes golden/collective-pins/<class>.json.
-const recordCommand = recordPinsEnv + "=1 TESSERA_QA_BIN=- go test ./suites/collectives -count=1 -ginkgo.focus='collectives catalogue'"
+// collectivePins is golden/collective-pins, from this package's directory (where go test runs).
+var collectivePins = pins.Set{Name: "the collectives catalogue", Dir: filepath.Join("..", "..", "golden", "collective-pins"),
+	RecordEnv: "TESSERA_QA_RECORD_COLLECTIVE_PINS",
+	Record:    "TESSERA_QA_RECORD_COLLECTIVE_PINS=1 TESSERA_QA_BIN=- go test ./suites/collectives -count=1 -ginkgo.focus='collectives catalogue'"}
 
 func collectiveDigests() map[string][]string {
 	GinkgoHelper()
@@ -49,32 +42,16 @@ func collectiveDigests() map[string][]string {
 
 var _ = Describe("the collectives catalogue", Label("cpu", "pins"), func() {
 	It("returns the digests pinned for this device class", func() {
-		class := new(cpu.Backend).DeviceClass()
-		got := collectiveDigests()
-		if os.Getenv(recordPinsEnv) == "1" {
-			f := pins.File{Format: pins.Format, Version: pins.Version, DeviceClass: class, Cases: map[string]pins.Pin{}}
-			for k, d := range got {
-				f.Cases[k] = pins.Pin{Outputs: d}
-			}
-			p, err := pins.Save(collectivePinsDir, f)
-			Expect(err).NotTo(HaveOccurred())
-			AddReportEntry("recorded", p)
+		o, err := collectivePins.Check(new(cpu.Backend).DeviceClass(), collectiveDigests())
+		Expect(err).NotTo(HaveOccurred())
+		if o.Recorded != "" {
+			AddReportEntry("recorded", o.Recorded)
 			return
 		}
-		f, ok, err := pins.Load(os.DirFS(collectivePinsDir), collectivePinsDir, class)
-		Expect(err).NotTo(HaveOccurred())
-		if !ok {
-			Skip("no pinned collective digests for class " + class + "; record them with " + recordCommand)
+		if o.Skip != "" {
+			Skip(o.Skip)
 		}
-		diff := pins.Compare(f, got)
-		var lines []string
-		for _, c := range diff.Changed {
-			lines = append(lines, c.Case+": pinned "+c.PinnedDigest()[:16]+", got "+c.GotDigest()[:16])
-		}
-		Expect(diff.Empty()).To(BeTrue(), "on %s: %d changed, %d added, %d missing (%d same):\n%s\nadded: %v\nmissing: %v\nif the change is on purpose, record again: %s",
-			class, len(diff.Changed), len(diff.Added), len(diff.Missing), diff.Same, strings.Join(first(lines, 10), "\n"), first(diff.Added, 5), first(diff.Missing, 5), recordCommand)
-		Expect(diff.Same).To(BeNumerically(">", 500))
+		Expect(o.Problem).To(BeEmpty())
+		Expect(o.Diff.Same).To(BeNumerically(">", 500))
 	})
 })
-
-func first(s []string, n int) []string { return s[:min(n, len(s))] }
