@@ -79,7 +79,13 @@ func TestTorchOracleAgreesOnSomeCatalogueOps(t *testing.T) {
 // A broken engine must fail against the oracle, and the failure must say which side is off.
 func TestTorchOracleCatchesABrokenEngine(t *testing.T) {
 	o := startTorch(t)
-	cases, err := Cases(golden.SpecsFor("exp", numerics.F32), 1)
+	var specs []golden.Spec
+	for _, s := range golden.SpecsFor("exp", numerics.F32) {
+		if !s.Empty { // an empty output has no element 0 to break
+			specs = append(specs, s)
+		}
+	}
+	cases, err := Cases(specs, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
