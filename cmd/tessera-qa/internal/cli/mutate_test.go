@@ -32,9 +32,14 @@ func TestMutateListsTheCatalogue(t *testing.T) {
 			t.Errorf("--faults cpu/ listed %+v", f)
 		}
 	}
-	if !slices.Equal(names, []string{fp.CPUReduceRightToLeft, fp.CPUSoftmaxSumNotRescaled, fp.CPUMMARaggedColumn,
-		fp.CPUDivFloorTruncates}) { // issue 21 (h/ops)
-		t.Errorf("--faults cpu/ listed %v", names)
+	var want []string
+	for _, n := range fp.Names() {
+		if strings.HasPrefix(n, "cpu/") {
+			want = append(want, n)
+		}
+	}
+	if len(want) < 4 || !slices.Equal(names, want) {
+		t.Errorf("--faults cpu/ listed %v, want %v", names, want)
 	}
 	if !strings.Contains(o.stderr, fp.CPUReduceRightToLeft+"  [cpu,") {
 		t.Errorf("with --json -, the human list belongs on stderr:\n%s", o.stderr)
