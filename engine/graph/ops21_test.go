@@ -68,7 +68,7 @@ func TestIssue21Rules(t *testing.T) {
 		{"div", Attrs{"rounding_mode": Int(1)}, []Type{ty(f32, 3), ty(f32, 3)}, errs.Input, "must be string"},
 		{"mse_loss", Attrs{"reduction": String("batchmean")}, []Type{ty(f32, 3), ty(f32, 3)}, errs.Input, `"mean", "sum", "none"`},
 		{"mse_loss", Attrs{"reduction": String("none")}, []Type{ty(f32, 3), ty(f32, 2)}, errs.Shape, "shapes differ"},
-		{"mse_loss", Attrs{"accum": DTypeAttr(numerics.I32)}, []Type{ty(f32, 3), ty(f32, 3)}, errs.Shape, "accum"},
+		{"mse_loss", Attrs{"accum": DTypeAttr(numerics.I32)}, []Type{ty(f32, 3), ty(f32, 3)}, errs.DType, "accum"},
 	}
 	for _, c := range bad {
 		_, err := build1(c.op, c.attrs, c.in...)

@@ -204,6 +204,9 @@ func tiledRows(n *graph.Node, in []*tensor.Tensor) [][]float64 {
 		}
 		return rows
 	}
+	if r == 0 {
+		return nil // a scalar's row is one element: it never spans two tiles
+	}
 	ax := r - 1
 	if n.Op == "softmax" || n.Op == "log_softmax" {
 		ax, _ = graph.NormAxis(int(n.IntAttr("axis")), r)
