@@ -37,12 +37,11 @@ func newMutateCmd(e *env) *cobra.Command {
 with no fault on they pass and give the normal build's bits, then runs each suite with each
 fault on (TESSERA_FAILPOINTS=NAME) and prints the fault x suite table.
 
-Suites: golden, determinism, property, differential (the Ginkgo suites CI runs; those not in
-the tree are shown as skipped), smoke (tessera-qa run --suite smoke), engine (the unit tests of
-the packages that hold the hooks), judges (the unit tests of the harness's own judges, run only
-against the judge layer's faults, which plant bugs in those judges). Needs the source tree (run from it, or --src) and the go
-command. Exit 0 when every fault is caught by some suite, 1 when any is not (or a suite fails
-with no fault on, or the bits differ), 2 for bad usage or a build that fails.`,
+Suites (those not in the tree are shown as skipped; judge faults meet only the judges suite):
+` + suiteList() + `
+Needs the source tree (run from it, or --src) and the go command. Exit 0 when every fault is
+caught by some suite, 1 when any is not (or a suite fails with no fault on, or the bits
+differ), 2 for bad usage or a build that fails.`,
 		Example: `  tessera-qa mutate
   tessera-qa mutate --faults compiler/matmul/ --suites golden,determinism
   tessera-qa mutate --first-catch --json mutate.json
@@ -125,4 +124,13 @@ func mutateProgress(w io.Writer) func(mutate.Event) {
 			fmt.Fprintf(w, "%-8s %s %s: %s (%.1fs) %s\n", ev.Phase, ev.Fault, ev.Suite, ev.Outcome.Verdict, ev.Outcome.Seconds, ev.Outcome.Detail)
 		}
 	}
+}
+
+// suiteList is the help's list of suites, one per line, from the mutate package's table.
+func suiteList() string {
+	var b strings.Builder
+	for _, su := range mutate.Suites() {
+		fmt.Fprintf(&b, "  %-12s %s\n", su.Name, su.What)
+	}
+	return b.String()
 }
