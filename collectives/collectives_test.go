@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/collectives/bitref"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/exact"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -267,7 +268,7 @@ func TestRoundSumIsCorrectlyRounded(t *testing.T) {
 			if err := exact.Sum(dt, parts, out); err != nil {
 				t.Fatal(err)
 			}
-			if e := get(out, 0, dt.Size()); e != want {
+			if e := bitref.Bits(out, 0, dt.Size()); e != want {
 				t.Fatalf("%s: exact.Sum(%v) = %#x, correctly rounded %#x", dt, vals, e, want)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/tessera-qa/tessera-qa/collectives/bitref"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -98,33 +99,8 @@ func (g gen) value(s uint64, i int) float64 { return numerics.Decode(g.dt, g.bit
 func (g gen) fill(s uint64, off int, b []byte) {
 	sz := g.dt.Size()
 	for i := 0; i < len(b)/sz; i++ {
-		put(b, i, sz, g.bits(s, off+i))
+		bitref.SetBits(b, i, sz, g.bits(s, off+i))
 	}
-}
-
-func put(b []byte, i, sz int, v uint64) {
-	switch sz {
-	case 1:
-		b[i] = byte(v)
-	case 2:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
-	case 4:
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
-	default:
-		binary.LittleEndian.PutUint64(b[8*i:], v)
-	}
-}
-
-func get(b []byte, i, sz int) uint64 {
-	switch sz {
-	case 1:
-		return uint64(b[i])
-	case 2:
-		return uint64(binary.LittleEndian.Uint16(b[2*i:]))
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return binary.LittleEndian.Uint64(b[8*i:])
 }
 
 // poison fills a receive buffer with 0xff bytes (NaN for every float dtype, -1 for ints)

@@ -3,6 +3,7 @@ package collectives
 import (
 	"math"
 
+	"github.com/tessera-qa/tessera-qa/collectives/bitref"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/failpoint"
@@ -64,33 +65,33 @@ func (v *verifier) wrong(r int, out []byte) int64 {
 	switch c.Op {
 	case AllReduce:
 		for i := 0; i < recvN; i++ {
-			if !v.reduced(v.ranks(i), get(out, i, sz)) {
+			if !v.reduced(v.ranks(i), bitref.Bits(out, i, sz)) {
 				bad++
 			}
 		}
 	case ReduceScatter:
 		for i := 0; i < recvN; i++ {
-			if !v.reduced(v.ranks(r*recvN+i), get(out, i, sz)) {
+			if !v.reduced(v.ranks(r*recvN+i), bitref.Bits(out, i, sz)) {
 				bad++
 			}
 		}
 	case AllGather:
 		per := recvN / max(n, 1)
 		for i := 0; i < recvN; i++ {
-			if get(out, i, sz) != v.g.bits(uint64(i/per), i%per) {
+			if bitref.Bits(out, i, sz) != v.g.bits(uint64(i/per), i%per) {
 				bad++
 			}
 		}
 	case Broadcast:
 		for i := 0; i < recvN; i++ {
-			if get(out, i, sz) != v.g.bits(uint64(c.Root), i) {
+			if bitref.Bits(out, i, sz) != v.g.bits(uint64(c.Root), i) {
 				bad++
 			}
 		}
 	case AllToAll:
 		per := recvN / max(n, 1)
 		for i := 0; i < recvN; i++ {
-			if get(out, i, sz) != v.g.bits(uint64(i/per), r*per+i%per) {
+			if bitref.Bits(out, i, sz) != v.g.bits(uint64(i/per), r*per+i%per) {
 				bad++
 			}
 		}
@@ -109,7 +110,7 @@ func (v *verifier) wrongSplit(k int, out []byte, lo, hi int) int64 {
 		for j := range k {
 			v.vals = append(v.vals, v.g.value(splitStream(j), i))
 		}
-		if !v.reduced(v.vals, get(out, i, sz)) {
+		if !v.reduced(v.vals, bitref.Bits(out, i, sz)) {
 			bad++
 		}
 	}

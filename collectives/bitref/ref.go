@@ -53,9 +53,9 @@ func Reduce(mode Mode, dt numerics.DType, red Red, contribs [][]byte) ([]byte, e
 	vals := make([]uint64, len(contribs))
 	for i := 0; i < count; i++ {
 		for k, c := range contribs {
-			vals[k] = get(c, i, sz)
+			vals[k] = Bits(c, i, sz)
 		}
-		put(out, i, sz, Element(mode, dt, red, vals))
+		SetBits(out, i, sz, Element(mode, dt, red, vals))
 	}
 	return out, nil
 }
@@ -299,7 +299,8 @@ func roundTo(x *big.Float, f format) float64 {
 	return v
 }
 
-func get(b []byte, i, sz int) uint64 {
+// Bits is element i of a little-endian buffer of sz-byte elements, as raw bits.
+func Bits(b []byte, i, sz int) uint64 {
 	switch sz {
 	case 1:
 		return uint64(b[i])
@@ -311,7 +312,8 @@ func get(b []byte, i, sz int) uint64 {
 	return binary.LittleEndian.Uint64(b[8*i:])
 }
 
-func put(b []byte, i, sz int, v uint64) {
+// SetBits stores the raw bits v as element i of a little-endian buffer of sz-byte elements.
+func SetBits(b []byte, i, sz int, v uint64) {
 	switch sz {
 	case 1:
 		b[i] = byte(v)

@@ -1,9 +1,9 @@
 package collectives_test
 
 import (
-	"encoding/binary"
 	"math"
 
+	"github.com/tessera-qa/tessera-qa/collectives/bitref"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -241,33 +241,8 @@ func fill(f family, dt numerics.DType, n, count int) [][]byte {
 	for i := 0; i < count; i++ {
 		f.elem(dt, i, v)
 		for r := range bufs {
-			putBits(bufs[r], i, sz, v[r])
+			bitref.SetBits(bufs[r], i, sz, v[r])
 		}
 	}
 	return bufs
-}
-
-func putBits(b []byte, i, sz int, x uint64) {
-	switch sz {
-	case 1:
-		b[i] = byte(x)
-	case 2:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(x))
-	case 4:
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
-	default:
-		binary.LittleEndian.PutUint64(b[8*i:], x)
-	}
-}
-
-func getBits(b []byte, i, sz int) uint64 {
-	switch sz {
-	case 1:
-		return uint64(b[i])
-	case 2:
-		return uint64(binary.LittleEndian.Uint16(b[2*i:]))
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return binary.LittleEndian.Uint64(b[8*i:])
 }

@@ -230,7 +230,7 @@ func (k bitCase) check() (wrong int, notes []string, err error) {
 			return 0, nil, fmt.Errorf("%s: rank %d received %d bytes, want %d", k, r, len(got[r]), len(exp[r]))
 		}
 		for i := 0; i < len(got[r])/sz; i++ {
-			g, w := getBits(got[r], i, sz), getBits(exp[r], i, sz)
+			g, w := bitref.Bits(got[r], i, sz), bitref.Bits(exp[r], i, sz)
 			if g == w {
 				continue
 			}
