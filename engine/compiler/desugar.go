@@ -17,16 +17,7 @@ func desugar(s *state) error {
 	fresh := freshNames(s.g)
 	for _, n := range s.g.Nodes {
 		var err error
-		add := func(op string, attrs graph.Attrs, ins ...*graph.Value) *graph.Value {
-			m := &graph.Node{Op: op, Inputs: ins, Attrs: attrs, Output: &graph.Value{Name: fresh(n.Output.Name + "_" + op)}}
-			t, ierr := graph.InferNode(m)
-			if ierr != nil && err == nil {
-				err = ierr
-			}
-			m.Output.Type = t
-			out = append(out, m)
-			return m.Output
-		}
+		add := inserter(&out, fresh, n, &err)
 		// last gives the rewrite's final node the original output value, so readers keep it.
 		last := func(op string, attrs graph.Attrs, ins ...*graph.Value) {
 			out = append(out, &graph.Node{Op: op, Inputs: ins, Attrs: attrs, Output: n.Output})

@@ -30,16 +30,7 @@ func splitLoss(s *state) error {
 		}
 		acc := accumDType(n)
 		var err error
-		add := func(op string, attrs graph.Attrs, ins ...*graph.Value) *graph.Value {
-			m := &graph.Node{Op: op, Inputs: ins, Attrs: attrs, Output: &graph.Value{Name: fresh(n.Output.Name + "_" + op)}}
-			t, ierr := graph.InferNode(m)
-			if ierr != nil && err == nil {
-				err = ierr
-			}
-			m.Output.Type = t
-			out = append(out, m)
-			return m.Output
-		}
+		add := inserter(&out, fresh, n, &err)
 		wide := func(v *graph.Value) *graph.Value {
 			if v.Type.DType == acc {
 				return v

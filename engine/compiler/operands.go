@@ -66,3 +66,19 @@ func freshNames(g *graph.Graph) func(base string) string {
 		return name
 	}
 }
+
+// inserter returns the function a graph pass adds a node with while rewriting n: the node
+// gets a fresh value named after n's output and op, its type inferred, and is appended to
+// *out; the first inference error is kept in *err for the pass to return.
+func inserter(out *[]*graph.Node, fresh func(string) string, n *graph.Node, err *error) func(op string, attrs graph.Attrs, ins ...*graph.Value) *graph.Value {
+	return func(op string, attrs graph.Attrs, ins ...*graph.Value) *graph.Value {
+		m := &graph.Node{Op: op, Inputs: ins, Attrs: attrs, Output: &graph.Value{Name: fresh(n.Output.Name + "_" + op)}}
+		t, ierr := graph.InferNode(m)
+		if ierr != nil && *err == nil {
+			*err = ierr
+		}
+		m.Output.Type = t
+		*out = append(*out, m)
+		return m.Output
+	}
+}
