@@ -21,7 +21,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
-	"github.com/tessera-qa/tessera-qa/harness/train"
+	"github.com/tessera-qa/tessera-qa/training"
 )
 
 // Options say how to run a scenario.
@@ -168,7 +168,7 @@ func ReferenceRun(ctx context.Context, sc *Scenario) (*Reference, error) {
 		return nil, err
 	}
 	cfg.Timeout = time.Minute
-	res, err := train.Inproc(ctx, cfg, sc.World)
+	res, err := training.Inproc(ctx, cfg, sc.World)
 	if err != nil {
 		return nil, errs.Wrap(errs.CodeOf(err), err, "chaos: the fault-free reference run")
 	}
@@ -544,7 +544,7 @@ func (a *agent) inproc(ctx context.Context) error {
 			cfg.Comm = dist.NewComm(w.tap.Wrap(ts[r]), dist.Options{Mode: dist.Deterministic, Timeout: time.Duration(sc.CommTimeout)})
 			cfg.Observe = w.observe
 			go func() {
-				res, err := train.Run(bctx, cfg)
+				res, err := training.Run(bctx, cfg)
 				if err != nil {
 					w.record(Event{Kind: KindDetect, Code: string(errs.CodeOf(err)), Detail: err.Error(), Field: dist.DesyncField(err)})
 					ts[r].Close()

@@ -21,7 +21,7 @@
 // Execute (agent.go) runs a scenario. Over tcp it starts the ranks through the launcher
 // (engine/dist/launch) with --max-restarts, serves the rendezvous store itself (so that it can
 // restart it), and injects the agent's faults; each rank (worker.go, RunRank) trains with the
-// reference workload (harness/train), reports every event as an "@chaos {json}" line on its
+// reference workload (training), reports every event as an "@chaos {json}" line on its
 // stdout, and injects its own faults at their steps. On goroutine ranks (inproc) the agent
 // restarts the group itself. Under torchrun or srun every task is one node's agent.
 //

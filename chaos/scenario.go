@@ -11,7 +11,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
-	"github.com/tessera-qa/tessera-qa/harness/train"
+	"github.com/tessera-qa/tessera-qa/training"
 )
 
 // Planted bugs a scenario can switch on, so the checker's tests can show it catches them.
@@ -142,16 +142,16 @@ func (s *Scenario) Normalize() error {
 // Model is the workload's model name.
 func (s *Scenario) Model() (string, error) {
 	m, ok := strings.CutPrefix(s.Workload, "train:")
-	if !ok || !slices.Contains(train.Models, m) {
-		return "", errs.New(errs.Input, "chaos: workload %q (want train:%s)", s.Workload, strings.Join(train.Models, " or train:"))
+	if !ok || !slices.Contains(training.Models, m) {
+		return "", errs.New(errs.Input, "chaos: workload %q (want train:%s)", s.Workload, strings.Join(training.Models, " or train:"))
 	}
 	return m, nil
 }
 
 // Dims sizes the model so that its global batch splits over the world.
-func (s *Scenario) Dims() train.Dims {
+func (s *Scenario) Dims() training.Dims {
 	m, _ := s.Model()
-	d := train.DefaultDims(m)
+	d := training.DefaultDims(m)
 	if r := d.Batch % s.World; r != 0 {
 		d.Batch += s.World - r
 	}

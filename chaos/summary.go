@@ -122,7 +122,7 @@ func (s Summary) String() string {
 }
 
 // Document is what `tessera-qa chaos --json` writes and `tessera-qa report ingest` reads
-// (harness/report/parse, kind "tessera-chaos").
+// (report/parse, kind "tessera-chaos").
 type Document struct {
 	Schema        int         `json:"schema"` // DocumentSchema
 	Kind          string      `json:"kind"`   // DocumentKind

@@ -17,7 +17,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
-	"github.com/tessera-qa/tessera-qa/harness/train"
+	"github.com/tessera-qa/tessera-qa/training"
 )
 
 // The environment an agent gives its rank processes.
@@ -38,23 +38,23 @@ const EventPrefix = "@chaos "
 func IsWorker() bool { return os.Getenv(EnvWorker) != "" }
 
 // TrainConfig is the workload of s on backend b (checkpoints in dir, resuming from the newest).
-func (s *Scenario) TrainConfig(b backend.Backend, dir string) (train.Config, error) {
+func (s *Scenario) TrainConfig(b backend.Backend, dir string) (training.Config, error) {
 	m, err := s.Model()
 	if err != nil {
-		return train.Config{}, err
+		return training.Config{}, err
 	}
-	opt, err := train.NewOptimizer("adamw", 1e-2, b)
+	opt, err := training.NewOptimizer("adamw", 1e-2, b)
 	if err != nil {
-		return train.Config{}, err
+		return training.Config{}, err
 	}
-	cfg := train.Config{Model: m, Dims: s.Dims(), Steps: s.Steps, Seed: s.Seed, Optimizer: opt, Backend: b,
+	cfg := training.Config{Model: m, Dims: s.Dims(), Steps: s.Steps, Seed: s.Seed, Optimizer: opt, Backend: b,
 		Timeout: time.Duration(s.CommTimeout)}
 	if dir != "" {
 		cfg.CheckpointDir, cfg.CheckpointEvery, cfg.Resume = dir, s.CheckpointEvery, true
 	}
 	if s.Mesh != "" {
 		if cfg.Mesh, err = mesh.ParseMesh(s.Mesh); err != nil {
-			return train.Config{}, errs.Wrap(errs.Input, err, "chaos: mesh")
+			return training.Config{}, errs.Wrap(errs.Input, err, "chaos: mesh")
 		}
 	}
 	return cfg, nil
@@ -105,7 +105,7 @@ func (w *worker) record(e Event) {
 }
 
 // observe is the workload's Observe hook.
-func (w *worker) observe(o train.Observation) {
+func (w *worker) observe(o training.Observation) {
 	switch o.Kind {
 	case "resume":
 		w.mu.Lock()
@@ -295,7 +295,7 @@ func RunRank(ctx context.Context, out io.Writer) error {
 			os.Exit(128 + int(syscall.SIGTERM))
 		}
 	}()
-	res, err := train.Rank(ctx, cfg)
+	res, err := training.Rank(ctx, cfg)
 	if err != nil {
 		w.record(Event{Kind: KindDetect, Code: string(errs.CodeOf(err)), Detail: err.Error(), Field: dist.DesyncField(err)})
 		w.stop()

@@ -8,7 +8,7 @@ import (
 // PinsRoot is the pins directory's path in the repository.
 const PinsRoot = "golden/pins"
 
-// The catalogue's output digests pinned per device class (package harness/pins). They live
+// The catalogue's output digests pinned per device class (package determinism/pins). They live
 // beside data/ because they pin the same catalogue, and change when it does; they are embedded
 // so that a test binary built here and copied to a GPU machine checks that machine's pins.
 //

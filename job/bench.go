@@ -17,8 +17,8 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/ref"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/report/parse"
-	"github.com/tessera-qa/tessera-qa/harness/train"
+	"github.com/tessera-qa/tessera-qa/report/parse"
+	"github.com/tessera-qa/tessera-qa/training"
 )
 
 // The bench suite of the main job: CPU-backend timings the regression machinery can watch on a
@@ -67,8 +67,8 @@ func benchCases() []benchCase {
 		{"cpu/softmax", f32, []int{256, 256}, text("graph sm {\n input %x: f32[256,256]\n %y = softmax(%x)\n output %y\n}\n", 256)},
 		{"cpu/layernorm", f32, []int{256, 256}, text("graph ln {\n input %x: f32[256,256]\n input %g: f32[256]\n input %b: f32[256]\n %y = layernorm(%x, %g, %b)\n output %y\n}\n", 256)},
 	}
-	for _, model := range train.Models {
-		d := train.DefaultDims(model)
+	for _, model := range training.Models {
+		d := training.DefaultDims(model)
 		shape := []int{d.Batch, d.In, d.Hidden, d.Out}
 		if model == "transformer-block" {
 			shape = []int{d.Batch, d.Seq, d.Width, d.Heads, d.FFN}
@@ -82,8 +82,8 @@ func benchCases() []benchCase {
 
 // trainStepGraph is one training step's forward and backward program of the reference
 // workload (the loss and every parameter's gradient), with its first batch and parameters.
-func trainStepGraph(model string, d train.Dims) (*graph.Graph, map[string]*tensor.Tensor, []harness.Tolerance, error) {
-	m, err := train.Build(model, numerics.F32, d, d.Batch)
+func trainStepGraph(model string, d training.Dims) (*graph.Graph, map[string]*tensor.Tensor, []harness.Tolerance, error) {
+	m, err := training.Build(model, numerics.F32, d, d.Batch)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -2,10 +2,10 @@ package job
 
 import (
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/determinism/pins"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/golden"
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/pins"
 	"slices"
 )
 
@@ -59,7 +59,7 @@ func (r *runner) goldenCase(c golden.GoldenCase) harness.Result {
 
 // determinismTasks runs every catalogue spec twice in this process on the same backend and
 // requires bitwise-equal outputs (digests), and where the backend's device class has pinned
-// digests (golden/pins, harness/pins) the first run must also give the pinned ones: a changed
+// digests (golden/pins, determinism/pins) the first run must also give the pinned ones: a changed
 // reduction order repeats itself and only the pins see it. Other processes, GOMAXPROCS settings
 // and concurrent load are the suites' job; this catches state leaking between runs, map-order
 // and data-race nondeterminism cheaply.

@@ -17,7 +17,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/collectives"
 	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
-	"github.com/tessera-qa/tessera-qa/harness/report/parse"
+	"github.com/tessera-qa/tessera-qa/report/parse"
 	"github.com/tessera-qa/tessera-qa/stress"
 )
 

@@ -10,10 +10,10 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/train"
+	"github.com/tessera-qa/tessera-qa/training"
 )
 
-// The training suite of the main job: the reference workload (harness/train) for a few steps
+// The training suite of the main job: the reference workload (training) for a few steps
 // on the cpu backend: each model twice (the loss bits and final digest must repeat), the mlp
 // data-parallel over 2 in-process ranks, the transformer block on a dp=2,tp=2 mesh (tensor
 // parallel, 4 in-process ranks) twice, and the mlp stopped at a checkpoint and resumed (the
@@ -22,14 +22,14 @@ const trainingSteps = 12
 
 func (r *runner) trainingTasks() []task {
 	var ts []task
-	for _, model := range train.Models {
+	for _, model := range training.Models {
 		ts = append(ts, func() harness.Result {
-			return trainingResult(model+"/repeat", func(cfg train.Config) (string, string, error) {
-				a, err := train.Inproc(context.Background(), cfg, 1)
+			return trainingResult(model+"/repeat", func(cfg training.Config) (string, string, error) {
+				a, err := training.Inproc(context.Background(), cfg, 1)
 				if err != nil {
 					return "", "", err
 				}
-				b, err := train.Inproc(context.Background(), cfg, 1)
+				b, err := training.Inproc(context.Background(), cfg, 1)
 				if err != nil {
 					return "", "", err
 				}
@@ -38,32 +38,32 @@ func (r *runner) trainingTasks() []task {
 		})
 	}
 	ts = append(ts, func() harness.Result {
-		return trainingResult("mlp/dp2-inproc/repeat", func(cfg train.Config) (string, string, error) {
-			a, err := train.Inproc(context.Background(), cfg, 2)
+		return trainingResult("mlp/dp2-inproc/repeat", func(cfg training.Config) (string, string, error) {
+			a, err := training.Inproc(context.Background(), cfg, 2)
 			if err != nil {
 				return "", "", err
 			}
-			b, err := train.Inproc(context.Background(), cfg, 2)
+			b, err := training.Inproc(context.Background(), cfg, 2)
 			if err != nil {
 				return "", "", err
 			}
 			return a.Digest, b.Digest, sameLosses(a, b)
 		}, "mlp", "dp=2")
 	}, func() harness.Result {
-		return trainingResult("transformer-block/dp2xtp2-inproc/repeat", func(cfg train.Config) (string, string, error) {
-			a, err := train.Inproc(context.Background(), cfg, cfg.Mesh.World())
+		return trainingResult("transformer-block/dp2xtp2-inproc/repeat", func(cfg training.Config) (string, string, error) {
+			a, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
 			if err != nil {
 				return "", "", err
 			}
-			b, err := train.Inproc(context.Background(), cfg, cfg.Mesh.World())
+			b, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
 			if err != nil {
 				return "", "", err
 			}
 			return a.Digest, b.Digest, sameLosses(a, b)
 		}, "transformer-block", "dp=2,tp=2")
 	}, func() harness.Result {
-		return trainingResult("mlp/resume", func(cfg train.Config) (string, string, error) {
-			whole, err := train.Inproc(context.Background(), cfg, 1)
+		return trainingResult("mlp/resume", func(cfg training.Config) (string, string, error) {
+			whole, err := training.Inproc(context.Background(), cfg, 1)
 			if err != nil {
 				return "", "", err
 			}
@@ -74,12 +74,12 @@ func (r *runner) trainingTasks() []task {
 			defer os.RemoveAll(dir)
 			first := cfg
 			first.Steps, first.CheckpointDir, first.CheckpointEvery = trainingSteps/2, dir, trainingSteps/2
-			if _, err := train.Inproc(context.Background(), first, 1); err != nil {
+			if _, err := training.Inproc(context.Background(), first, 1); err != nil {
 				return "", "", err
 			}
 			rest := cfg
 			rest.CheckpointDir, rest.Resume = dir, true
-			res, err := train.Inproc(context.Background(), rest, 1)
+			res, err := training.Inproc(context.Background(), rest, 1)
 			if err != nil {
 				return "", "", err
 			}
@@ -92,7 +92,7 @@ func (r *runner) trainingTasks() []task {
 	return ts
 }
 
-func sameLosses(a, b *train.Result) error {
+func sameLosses(a, b *training.Result) error {
 	for i := range a.Losses {
 		if i >= len(b.Losses) || a.Losses[i].Bits != b.Losses[i].Bits {
 			return fmt.Errorf("step %d: loss %s, then %s", i+1, a.Losses[i].Bits, b.Losses[min(i, len(b.Losses)-1)].Bits)
@@ -103,14 +103,14 @@ func sameLosses(a, b *train.Result) error {
 
 // trainingResult runs body (two digests that must be equal) and reports it as a case; meshText
 // ("" for one rank) goes into the config and the rerun command.
-func trainingResult(name string, body func(train.Config) (string, string, error), model, meshText string) harness.Result {
+func trainingResult(name string, body func(training.Config) (string, string, error), model, meshText string) harness.Result {
 	start := time.Now()
 	b, _ := backend.Get("cpu")
 	env := harness.CaptureEnv(b)
 	env.Determinism = harness.DeterminismBitwise
 	res := harness.Result{Schema: harness.ResultSchema, Suite: SuiteTraining, Case: name, Backend: env.Backend, Device: env.Device,
 		DeviceClass: env.DeviceClass, Seed: 1, Outputs: []harness.OutputResult{}, Env: env}
-	cfg := train.Config{Model: model, Steps: trainingSteps, Seed: 1, Backend: b}
+	cfg := training.Config{Model: model, Steps: trainingSteps, Seed: 1, Backend: b}
 	rerun := fmt.Sprintf("tessera-qa train --model %s --steps %d --seed 1", model, trainingSteps)
 	var err error
 	if meshText != "" {
@@ -118,7 +118,7 @@ func trainingResult(name string, body func(train.Config) (string, string, error)
 		rerun += " --mesh " + meshText
 	}
 	if err == nil {
-		cfg.Optimizer, err = train.NewOptimizer("adamw", 1e-2, b)
+		cfg.Optimizer, err = training.NewOptimizer("adamw", 1e-2, b)
 	}
 	if err == nil {
 		var want, got string

@@ -21,7 +21,7 @@ const (
 	LayerTensor   Layer = "tensor"   // engine/tensor: .npy and .npz files
 )
 
-// LayerJudge is the harness's own judges (chaos, stress, collectives, harness/report): a fault
+// LayerJudge is the harness's own judges (chaos, stress, collectives, report): a fault
 // there leaves the engine right and loosens or inverts one verdict, so only the judges' unit
 // tests (suites with Suite.Judges) run against it.
 const LayerJudge Layer = "judge"
@@ -284,16 +284,16 @@ var judgeCatalogue = []Fault{
 		Breaks: "the leak rule measures a monitor's floor growth from the second window instead of the first: a third less growth, so a leak up to 1.5 times its allowance passes (what counts as a leak)"},
 	{Name: fp.JudgeCollectivesRtolOfMagnitudes, Layer: LayerJudge, Hook: "collectives/reference.go (*verifier).reduced",
 		Breaks: "the collectives checker scales rtol by the contributions' magnitudes instead of the answer's: under cancellation a float sum far off the float64 answer is not counted in #wrong (what counts as wrong)"},
-	{Name: fp.JudgeReportPValueInverted, Layer: LayerJudge, Hook: "harness/report/perf.go (*DB).compare",
+	{Name: fp.JudgeReportPValueInverted, Layer: LayerJudge, Hook: "report/perf.go (*DB).compare",
 		Breaks: "the perf comparison reads the Mann-Whitney p-value the wrong way round: a significant slowdown is OK and noise past the smallest effect is judged by its size (what counts as a regression)"},
-	{Name: fp.JudgeReportBlockAboveWarn, Layer: LayerJudge, Hook: "harness/report/perf.go (*DB).compare",
+	{Name: fp.JudgeReportBlockAboveWarn, Layer: LayerJudge, Hook: "report/perf.go (*DB).compare",
 		Breaks: "the block threshold is read as an increment over the warn threshold (block at warn+block, 25% by default): a slowdown just past the block threshold only warns (what counts as a regression)"},
-	{Name: fp.JudgeReportPerfAckAnySeries, Layer: LayerJudge, Hook: "harness/report/perf.go (*DB).perfAck",
+	{Name: fp.JudgeReportPerfAckAnySeries, Layer: LayerJudge, Hook: "report/perf.go (*DB).perfAck",
 		Breaks: "a perf acknowledgement of one series excuses the slowdown of every series at or after its run (what counts as excused)"},
-	{Name: fp.JudgeReportReproAckAnyDigest, Layer: LayerJudge, Hook: "harness/report/repro.go (*DB).reproState",
+	{Name: fp.JudgeReportReproAckAnyDigest, Layer: LayerJudge, Hook: "report/repro.go (*DB).reproState",
 		Breaks: "a repro acknowledgement of one digest of a case accepts every new digest of it, also ones seen after the acknowledged one (what counts as excused)"},
-	{Name: fp.JudgeReportReproNewestIsFirst, Layer: LayerJudge, Hook: "harness/report/repro.go (*DB).reproState",
+	{Name: fp.JudgeReportReproNewestIsFirst, Layer: LayerJudge, Hook: "report/repro.go (*DB).reproState",
 		Breaks: "the reproducibility tracker accepts a case's newest digest instead of its first: a new digest on the candidate commit is the reference and the old ones the regressions, so the gate passes it (what counts as reproducible)"},
-	{Name: fp.JudgeReportFlakyFailuresOnly, Layer: LayerJudge, Hook: "harness/report/store/read.go (*sqlStore).Outcomes",
+	{Name: fp.JudgeReportFlakyFailuresOnly, Layer: LayerJudge, Hook: "report/store/read.go (*sqlStore).Outcomes",
 		Breaks: "the outcomes query calls flaky every test that failed on a commit, not only those that also passed: a stable failure is a gate warning instead of a block (what counts as flaky)"},
 }

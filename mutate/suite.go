@@ -90,7 +90,7 @@ var suites = []Suite{
 	// The judges' own tests, only those of the decisions the judge layer plants faults in: the
 	// rest (soaks, ingest, the dashboard) take most of these packages' time and judge nothing
 	// a judge fault changes.
-	{Name: "judges", Kind: KindGoTest, Packages: []string{"chaos", "stress", "collectives", "harness/report"}, Judges: true,
+	{Name: "judges", Kind: KindGoTest, Packages: []string{"chaos", "stress", "collectives", "report"}, Judges: true,
 		Args: []string{"-test.run=^Test(Check|Judge|WrongDigest|PerfLevels|ReproTracker|GateFailures)"},
 		What: "unit tests of the harness's judges: the chaos checker, stress's digest and leak rules, the collectives reference, the reporter's perf levels, acks, repro tracker and flaky list"},
 }

@@ -1,6 +1,6 @@
 // Package stress runs concurrent workloads against the engine and judges them afterwards:
 // N jobs (goroutines of one process, or processes of the tessera-qa binary re-executing
-// itself), each cycling through its own pool of seeded random graphs from harness/prop's
+// itself), each cycling through its own pool of seeded random graphs from property's
 // generator, every result compared bit for bit with the digest the same graph gave when run
 // alone (a difference is E_NONDETERMINISTIC with a replay manifest), while leak monitors
 // sample the processes before, during and after the soak.

@@ -9,12 +9,14 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/prop"
+	"github.com/tessera-qa/tessera-qa/property"
 )
 
 // GraphConfig bounds the random graphs of a stress run: small enough that a CPU job runs
 // tens of graphs a second, so a one-minute soak has thousands of comparisons.
-func GraphConfig() prop.Config { return prop.Config{MaxOps: 6, MaxElems: 1 << 12, MaxWork: 1 << 16} }
+func GraphConfig() property.Config {
+	return property.Config{MaxOps: 6, MaxElems: 1 << 12, MaxWork: 1 << 16}
+}
 
 // Graph is one graph of a job's pool: the seed it is built from and the digest it gave alone.
 type Graph struct {
@@ -50,8 +52,8 @@ func BuildCase(seed uint64, name, digest string) (c harness.Case, ops string, er
 			err = errs.New(errs.Internal, "stress: graph of seed %d: generator panicked: %v", seed, r)
 		}
 	}()
-	spec := prop.SpecGen(GraphConfig().MaxOps).Example(int(seed & (1<<62 - 1)))
-	pc, err := prop.Build(spec, GraphConfig())
+	spec := property.SpecGen(GraphConfig().MaxOps).Example(int(seed & (1<<62 - 1)))
+	pc, err := property.Build(spec, GraphConfig())
 	if err != nil {
 		return harness.Case{}, "", err
 	}
@@ -65,7 +67,7 @@ func BuildCase(seed uint64, name, digest string) (c harness.Case, ops string, er
 
 // A graph's digest is compared output by output (harness.Case.ExpectDigests); Graph.Digest
 // stores the per-output digests joined by ','.
-func splitDigest(pc *prop.Case, d string) []string {
+func splitDigest(pc *property.Case, d string) []string {
 	out := make([]string, 0, len(pc.Graph.Outputs))
 	start := 0
 	for i := 0; i < len(d); i++ {

@@ -77,7 +77,7 @@ func deviceEnv(o Options, job int) string {
 	return "TESSERA_CUDA_DEVICE=" + strconv.Itoa(job%o.Devices)
 }
 
-// ReportSchema and ReportKind mark a Report's JSON, so the reporter (harness/report/parse)
+// ReportSchema and ReportKind mark a Report's JSON, so the reporter (report/parse)
 // can tell a stress report from its other formats.
 const (
 	ReportSchema = 1

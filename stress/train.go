@@ -10,10 +10,10 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/train"
+	"github.com/tessera-qa/tessera-qa/training"
 )
 
-// Workloads: what a job's pool holds. A training entry is a short run of harness/train (the
+// Workloads: what a job's pool holds. A training entry is a short run of training (the
 // mlp, trainSteps SGD steps from the entry's seed, one rank); its digest is the final
 // parameters' digest and every step loss's bits, and under load it must equal the digest the
 // run gave alone, like a graph's.
@@ -28,12 +28,12 @@ const (
 
 // trainRun runs the training entry of seed once on b and returns its digest and wall time.
 func trainRun(ctx context.Context, b backend.Backend, seed uint64) (string, float64, error) {
-	opt, err := train.NewOptimizer("sgd", trainLR, b)
+	opt, err := training.NewOptimizer("sgd", trainLR, b)
 	if err != nil {
 		return "", 0, err
 	}
 	t0 := time.Now()
-	r, err := train.Run(ctx, train.Config{Model: trainModel, DType: numerics.F32, Steps: trainSteps, Seed: seed, Optimizer: opt, Backend: b})
+	r, err := training.Run(ctx, training.Config{Model: trainModel, DType: numerics.F32, Steps: trainSteps, Seed: seed, Optimizer: opt, Backend: b})
 	ms := float64(time.Since(t0).Microseconds()) / 1000
 	if err != nil {
 		return "", ms, err

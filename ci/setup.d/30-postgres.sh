@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PostgreSQL for the report store's tests (harness/report/store): Debian's postgresql, one
+# PostgreSQL for the report store's tests (report/store): Debian's postgresql, one
 # cluster listening on 127.0.0.1 only, a role and a database for the tests. Exports
 # TESSERA_PG_URL into $TESSERA_CI_OUT/setup.env; without it the PostgreSQL specs skip.
 # Idempotent: a second run finds everything in place and only checks that it answers.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the dashboard's browser test (harness/report/dashboard): Debian's
+# Headless Chromium for the dashboard's browser test (report/dashboard): Debian's
 # chromium package and the DejaVu fonts the pages name. The test skips with a reason when
 # /usr/bin/chromium is missing. On a fresh 2-core machine the install took 91 s (apt-get
 # update included); when chromium is already there this script only

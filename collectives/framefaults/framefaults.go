@@ -16,7 +16,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
-	"github.com/tessera-qa/tessera-qa/harness/sharded"
+	"github.com/tessera-qa/tessera-qa/sharded"
 )
 
 // World is the number of ranks every fault runs on; rank Culprit's frames to rank Victim are

@@ -197,7 +197,7 @@ const (
 	JudgeStressToleranceForBits      = "judge/stress/tolerance-for-bits"
 	JudgeStressLeakFromSecondWindow  = "judge/stress/leak-growth-from-second-window"
 	JudgeCollectivesRtolOfMagnitudes = "judge/collectives/rtol-of-magnitudes"
-	// harness/report: perf levels, acknowledgements, the reproducibility tracker, flakiness.
+	// report: perf levels, acknowledgements, the reproducibility tracker, flakiness.
 	JudgeReportPValueInverted     = "judge/report/perf/p-value-inverted"
 	JudgeReportBlockAboveWarn     = "judge/report/perf/block-above-warn"
 	JudgeReportPerfAckAnySeries   = "judge/report/ack/perf-any-series"

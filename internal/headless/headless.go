@@ -1,5 +1,5 @@
 // Package headless loads pages in headless Chromium for the tests that look at the dashboard
-// the way a reader does (harness/report/dashboard's browser test, the CLI's first-run spec):
+// the way a reader does (report/dashboard's browser test, the CLI's first-run spec):
 // the DOM the browser built and a screenshot. Debian's chromium, installed by
 // ci/setup.d/40-chromium.sh; Missing says why a test must skip.
 package headless

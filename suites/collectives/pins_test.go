@@ -6,15 +6,15 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/tessera-qa/tessera-qa/determinism/pins"
 	"github.com/tessera-qa/tessera-qa/engine/backend/cpu"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
-	"github.com/tessera-qa/tessera-qa/harness/pins"
 )
 
 // The collectives catalogue pinned per device class (issue 22), as golden/pins pins the
 // single-device catalogue: every row of the wire matrix on 2, 3 and 4 in-process ranks, in
 // deterministic and exact mode, must give each rank the output digest pinned for the host's
-// device class in golden/collective-pins (the harness/pins file format, one case per row key,
+// device class in golden/collective-pins (the determinism/pins file format, one case per row key,
 // one output digest per rank). The bitwise specs check these modes against the contract; the
 // pins catch what both the engine and the reference would agree on changing, and any change of
 // the inputs' generator. A class without a file skips with the command that records it.

@@ -14,10 +14,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/tessera-qa/tessera-qa/determinism/pins"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/golden"
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/pins"
 )
 
 // childAnswer is what the digest child reported, shared with every parallel process.

@@ -1,6 +1,6 @@
 // Package gradients_test is the gradient suite (docs/autodiff.md): reverse mode
 // (engine/autodiff) op by op and dtype by dtype against float64 finite differences and the
-// float64 rule (harness/gradcheck), against torch.autograd as an independent oracle, over a
+// float64 rule (gradients), against torch.autograd as an independent oracle, over a
 // mesh for the collectives, its refusals, and its determinism; once on the cpu backend (CI)
 // and once on cuda (the nightly GPU runners, label "gpu"), where torch computes on the GPU too.
 //

@@ -14,8 +14,8 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/gradients"
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/gradcheck"
 )
 
 // setup is one engine backend with the device torch computes on beside it.
@@ -50,9 +50,9 @@ var transposes = []TableEntry{
 }
 
 // floatRows returns the gradcheck rows of op's float dtypes.
-func floatRows(results []gradcheck.Result, op string) []gradcheck.Row {
-	var out []gradcheck.Row
-	for _, r := range gradcheck.Rows(results, []string{op}) {
+func floatRows(results []gradients.Result, op string) []gradients.Row {
+	var out []gradients.Row
+	for _, r := range gradients.Rows(results, []string{op}) {
 		if dt, err := numerics.Parse(r.DType); err == nil && dt.IsFloat() {
 			out = append(out, r)
 		}
@@ -66,14 +66,14 @@ var _ = func() bool {
 			DescribeTable("gives every differentiable op the gradient of float64 finite differences, in every float dtype",
 				func(op string) {
 					b := engine(s.backend)
-					cs, err := gradcheck.Cases([]string{op})
+					cs, err := gradients.Cases([]string{op})
 					Expect(err).NotTo(HaveOccurred())
-					rows := floatRows(gradcheck.CheckAll(b, cs, gradcheck.Options{}), op)
+					rows := floatRows(gradients.CheckAll(b, cs, gradients.Options{}), op)
 					Expect(rows).NotTo(BeEmpty(), "%s declares no float dtype", op)
 					var bad []string
 					for _, r := range rows {
 						GinkgoWriter.Printf("%s %s: %s, %d cases, worst %.2g of %.2g\n", op, r.DType, r.Verdict, r.Cases, r.Worst, r.Budget)
-						if r.Verdict != gradcheck.Pass {
+						if r.Verdict != gradients.Pass {
 							bad = append(bad, r.DType+": "+r.Reason)
 						}
 					}
@@ -84,10 +84,10 @@ var _ = func() bool {
 				func(op string) {
 					b := engine(s.backend)
 					o := torchOn(s.device)
-					cs, err := gradcheck.Cases([]string{op})
+					cs, err := gradients.Cases([]string{op})
 					Expect(err).NotTo(HaveOccurred())
-					vs := &gradcheck.Vs{Oracle: o, Target: differential.Target{Device: s.device}}
-					rows := floatRows(gradcheck.CheckAll(b, cs, gradcheck.Options{Vs: vs}), op)
+					vs := &gradients.Vs{Oracle: o, Target: differential.Target{Device: s.device}}
+					rows := floatRows(gradients.CheckAll(b, cs, gradients.Options{Vs: vs}), op)
 					var bad, unsupported []string
 					compared := 0
 					for _, r := range rows {
@@ -95,9 +95,9 @@ var _ = func() bool {
 							op, r.DType, o.Describe(), s.device, r.Vs, r.VsCompared, r.VsWorst, r.Budget, r.VsReason)
 						compared += r.VsCompared
 						switch r.Vs {
-						case gradcheck.OracleFail, gradcheck.OracleError:
+						case gradients.OracleFail, gradients.OracleError:
 							bad = append(bad, r.DType+": "+r.VsReason)
-						case gradcheck.OracleUnsupported:
+						case gradients.OracleUnsupported:
 							unsupported = append(unsupported, r.DType+": "+r.VsReason)
 						}
 					}
@@ -113,7 +113,7 @@ var _ = func() bool {
 			DescribeTable("differentiates collectives into their transpose collectives over a mesh",
 				func(op, transpose string) {
 					b := engine(s.backend)
-					cs, err := gradcheck.MeshCases([]string{op})
+					cs, err := gradients.MeshCases([]string{op})
 					Expect(err).NotTo(HaveOccurred())
 					Expect(cs).NotTo(BeEmpty(), "no float case of %s in golden's DistCatalogue", op)
 					for _, c := range cs {
@@ -121,36 +121,36 @@ var _ = func() bool {
 						Expect(err).NotTo(HaveOccurred(), c.Name)
 						Expect(backwardHas(c.Graph, vg, op, transpose)).To(BeTrue(),
 							"%s: the backward has no %s transposing the forward's %s:\n%s", c.Name, transpose, op, graph.Print(vg))
-						r := gradcheck.CheckMesh(b, c)
+						r := gradients.CheckMesh(b, c)
 						Expect(r.Pass).To(BeTrue(), "%s on %s: %s %+v", c.Name, s.backend, r.Err, r.Inputs)
 					}
 				}, transposes)
 
 			It("returns the same gradient bits on every run", func() {
 				b := engine(s.backend)
-				cs, err := gradcheck.Cases(nil)
+				cs, err := gradients.Cases(nil)
 				Expect(err).NotTo(HaveOccurred())
 				var differ []string
 				for _, c := range cs {
 					if ok, _ := autodiff.Differentiable(c.Op); !ok {
 						continue
 					}
-					first, err := gradcheck.Gradients(b, c)
+					first, err := gradients.Gradients(b, c)
 					Expect(err).NotTo(HaveOccurred(), c.Name)
 					prev := runtime.GOMAXPROCS(1) // another schedule of the host's threads
-					again, err := gradcheck.Gradients(b, c)
+					again, err := gradients.Gradients(b, c)
 					runtime.GOMAXPROCS(prev)
 					Expect(err).NotTo(HaveOccurred(), c.Name)
 					if a, z := harness.Digests(first), harness.Digests(again); !equal(a, z) {
 						differ = append(differ, fmt.Sprintf("%s: %v then %v", c.Name, a, z))
 					}
 				}
-				ms, err := gradcheck.MeshCases(nil)
+				ms, err := gradients.MeshCases(nil)
 				Expect(err).NotTo(HaveOccurred())
 				for _, c := range ms {
-					first, err := gradcheck.MeshGradients(b, c)
+					first, err := gradients.MeshGradients(b, c)
 					Expect(err).NotTo(HaveOccurred(), c.Name)
-					again, err := gradcheck.MeshGradients(b, c)
+					again, err := gradients.MeshGradients(b, c)
 					Expect(err).NotTo(HaveOccurred(), c.Name)
 					for r := range first {
 						if a, z := harness.Digests(first[r]), harness.Digests(again[r]); !equal(a, z) {

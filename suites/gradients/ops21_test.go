@@ -6,7 +6,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/differential"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
-	"github.com/tessera-qa/tessera-qa/harness/gradcheck"
+	"github.com/tessera-qa/tessera-qa/gradients"
 )
 
 // Issue 21's attribute forms, beyond the PerPair cases the tables above draw per op: the
@@ -22,13 +22,13 @@ var ops21Entries = []TableEntry{
 	Entry("mse_loss reduction sum and none", "mse_loss", "7x13-sum", "3x1031-sum", "7x13-none"),
 }
 
-func ops21Check(op string, vs *gradcheck.Vs, tags []string) (compared int) {
-	cs, err := gradcheck.CasesTagged(op, []numerics.DType{numerics.F64, numerics.F32}, tags...)
+func ops21Check(op string, vs *gradients.Vs, tags []string) (compared int) {
+	cs, err := gradients.CasesTagged(op, []numerics.DType{numerics.F64, numerics.F32}, tags...)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(len(cs)).To(BeNumerically(">=", 2), "no golden cases of %s %v", op, tags)
 	var bad []string
 	rows := 0
-	for _, r := range floatRows(gradcheck.CheckAll(engine("cpu"), cs, gradcheck.Options{Vs: vs}), op) {
+	for _, r := range floatRows(gradients.CheckAll(engine("cpu"), cs, gradients.Options{Vs: vs}), op) {
 		if r.DType != "f64" && r.DType != "f32" {
 			continue // the report lists every float dtype of the op; only these two were drawn
 		}
@@ -36,7 +36,7 @@ func ops21Check(op string, vs *gradcheck.Vs, tags []string) (compared int) {
 		GinkgoWriter.Printf("%s %s %v: %s, %d cases, worst %.2g of %.2g; oracle %s, %d compared %s\n",
 			op, r.DType, tags, r.Verdict, r.Cases, r.Worst, r.Budget, r.Vs, r.VsCompared, r.VsReason)
 		compared += r.VsCompared
-		if r.Verdict != gradcheck.Pass {
+		if r.Verdict != gradients.Pass {
 			bad = append(bad, r.DType+": "+r.Reason+" "+r.VsReason)
 		}
 	}
@@ -50,7 +50,7 @@ var _ = Describe("issue 21's attribute forms on the cpu backend", Label("cpu"), 
 		func(op string, tags ...string) { ops21Check(op, nil, tags) }, ops21Entries)
 	DescribeTable("agree with torch.autograd", Label("torch"),
 		func(op string, tags ...string) {
-			vs := &gradcheck.Vs{Oracle: torchOn("cpu"), Target: differential.Target{Device: "cpu"}}
+			vs := &gradients.Vs{Oracle: torchOn("cpu"), Target: differential.Target{Device: "cpu"}}
 			Expect(ops21Check(op, vs, tags)).To(BeNumerically(">", 0), "torch compared no case of %s %v", op, tags)
 		}, ops21Entries)
 })

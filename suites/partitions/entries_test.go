@@ -6,7 +6,7 @@ import (
 )
 
 // The report entries the reporter reads from this suite's Ginkgo JSON report
-// (harness/report/parse/partitions.go turns them into the dashboard's "partitions" metrics).
+// (report/parse/partitions.go turns them into the dashboard's "partitions" metrics).
 // Ginkgo stores an entry's value as JSON beside its String, so the field names below are that
 // contract, and String is the line a person reads in the console.
 

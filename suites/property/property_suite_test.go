@@ -1,5 +1,5 @@
 // Package property_test is the property-based suite (docs/property.md): every property of
-// harness/prop on every backend, each a rapid.Check under GinkgoT(), so a failure reports the
+// property on every backend, each a rapid.Check under GinkgoT(), so a failure reports the
 // case rapid shrank it to and leaves its replay manifest and rapid's fail file under the run's
 // artifacts folder ($TESSERA_QA_ARTIFACTS, $TESSERA_CI_OUT/property or the temp dir; the fail
 // file in its rapid/ folder), never in the checkout (replay it with -rapid.failfile=PATH).

@@ -11,7 +11,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
-	"github.com/tessera-qa/tessera-qa/harness/prop"
+	"github.com/tessera-qa/tessera-qa/property"
 )
 
 // backendLabels tags a spec by where it can run: CI runs "cpu"; the nightly GPU runners "gpu".
@@ -36,11 +36,11 @@ func artifacts() string {
 
 var _ = Describe("the random graph generator", Label("cpu"), func() {
 	It("draws graphs that verify, stay within their budgets and survive the text format", func() {
-		cfg := prop.DefaultConfig()
-		defer prop.AdoptFailFile(GinkgoT().Name(), artifacts()) // a fail file goes to the artifacts, not the checkout
+		cfg := property.DefaultConfig()
+		defer property.AdoptFailFile(GinkgoT().Name(), artifacts()) // a fail file goes to the artifacts, not the checkout
 		rapid.Check(GinkgoT(), func(t *rapid.T) {
 			g := NewWithT(t)
-			c := prop.Raw(cfg).Draw(t, "case")
+			c := property.Raw(cfg).Draw(t, "case")
 			g.Expect(graph.Verify(c.Graph)).To(Succeed())
 			g.Expect(len(c.Graph.Nodes)).To(BeNumerically("<=", cfg.MaxOps))
 			for _, v := range c.Graph.Inputs {
@@ -61,12 +61,12 @@ var _ = Describe("properties", func() {
 					Skip(b.Name() + " unavailable: " + err.Error())
 				}
 			})
-			for _, p := range prop.All() {
+			for _, p := range property.All() {
 				It(p.Name+" ("+p.Judged+")", Label("property"), func() {
-					seed := prop.PropertySeed(uint64(GinkgoRandomSeed()), p.Name, b.Name())
+					seed := property.PropertySeed(uint64(GinkgoRandomSeed()), p.Name, b.Name())
 					GinkgoWriter.Printf("%s: %s\nrapid seed %d\n", p.Name, p.Doc, seed)
-					env := prop.Env{Backend: b, Config: prop.DefaultConfig(), Artifacts: artifacts()}
-					prop.Check(GinkgoT(), p, env, prop.Options{Seed: seed})
+					env := property.Env{Backend: b, Config: property.DefaultConfig(), Artifacts: artifacts()}
+					property.Check(GinkgoT(), p, env, property.Options{Seed: seed})
 				})
 			}
 		})

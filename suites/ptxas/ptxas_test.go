@@ -16,7 +16,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx/ptxas"
 	"github.com/tessera-qa/tessera-qa/golden"
-	"github.com/tessera-qa/tessera-qa/harness/prop"
+	"github.com/tessera-qa/tessera-qa/property"
 )
 
 // randomGraphs is how many random graphs the compile-cost spec assembles.
@@ -133,7 +133,7 @@ func spilling(as []assembled) []string {
 }
 
 // Cost is one code path's share of a set of modules, as the report entry "ptxas cost" carries
-// it (harness/report/parse/ptxas.go reads it into the dashboard's compile-cost charts).
+// it (report/parse/ptxas.go reads it into the dashboard's compile-cost charts).
 type Cost struct {
 	Set     string  `json:"set"` // "golden catalogue" or "random graphs"
 	Path    string  `json:"path"`
@@ -200,7 +200,7 @@ var _ = Describe("NVIDIA's assembler", Label("cpu"), func() {
 
 	It("accepts every kernel of random graphs for sm_90, and says what they cost it", func() {
 		needTool()
-		gen := prop.Raw(prop.DefaultConfig())
+		gen := property.Raw(property.DefaultConfig())
 		var mods []module
 		seed := int(GinkgoRandomSeed())
 		for i := range randomGraphs {

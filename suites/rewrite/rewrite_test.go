@@ -10,8 +10,8 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
-	"github.com/tessera-qa/tessera-qa/harness/prop"
-	"github.com/tessera-qa/tessera-qa/harness/rewrite"
+	"github.com/tessera-qa/tessera-qa/property"
+	"github.com/tessera-qa/tessera-qa/rewrite"
 )
 
 // backendLabels tags a spec by where it can run: CI runs "cpu"; the nightly GPU runners "gpu".
@@ -59,7 +59,7 @@ var _ = Describe("random rewrite candidates", Label("cpu"), func() {
 	It("are rewritten exactly when every matcher condition holds, and compute the same either way", func() {
 		cpu, err := backend.Get("cpu")
 		Expect(err).NotTo(HaveOccurred())
-		defer prop.AdoptFailFile(GinkgoT().Name(), artifacts())
+		defer property.AdoptFailFile(GinkgoT().Name(), artifacts())
 		seed := uint64(GinkgoRandomSeed())
 		rapid.Check(GinkgoT(), func(t *rapid.T) {
 			g := NewWithT(t)

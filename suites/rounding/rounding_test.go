@@ -6,7 +6,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
-	"github.com/tessera-qa/tessera-qa/harness/rounding"
+	"github.com/tessera-qa/tessera-qa/rounding"
 )
 
 // backendLabels tags a spec by where it can run: CI runs "cpu"; the nightly GPU runners "gpu".

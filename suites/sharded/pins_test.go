@@ -7,9 +7,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/tessera-qa/tessera-qa/determinism/pins"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
-	"github.com/tessera-qa/tessera-qa/harness/pins"
-	"github.com/tessera-qa/tessera-qa/harness/sharded"
+	"github.com/tessera-qa/tessera-qa/sharded"
 )
 
 // The sharded catalogue's rank outputs pinned per device class (golden/sharded-pins): the

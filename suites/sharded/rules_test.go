@@ -6,7 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/tessera-qa/tessera-qa/harness/sharded"
+	"github.com/tessera-qa/tessera-qa/sharded"
 )
 
 // One rule of the shard pass at a time, under every legal layout of its inputs on a 2x2 mesh

@@ -22,7 +22,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/sharded"
+	"github.com/tessera-qa/tessera-qa/sharded"
 )
 
 func cpu() backend.Backend {

@@ -9,8 +9,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/tessera-qa/tessera-qa/harness/pins"
-	"github.com/tessera-qa/tessera-qa/harness/train"
+	"github.com/tessera-qa/tessera-qa/determinism/pins"
+	"github.com/tessera-qa/tessera-qa/training"
 )
 
 // Every rerun and every rank of a training run share its bits, so the specs that compare runs
@@ -36,7 +36,7 @@ var pinnedRuns = []struct {
 	{"transformer-block/sgd/dp=2,tp=2", "transformer-block", "sgd", 4, "dp=2,tp=2"},
 }
 
-func curveDigest(r *train.Result) string {
+func curveDigest(r *training.Result) string {
 	h := sha256.Sum256([]byte(strings.Join(lossBits(r), ",")))
 	return hex.EncodeToString(h[:])
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
-	"github.com/tessera-qa/tessera-qa/harness/train"
+	"github.com/tessera-qa/tessera-qa/training"
 )
 
 func cpu() backend.Backend {
@@ -26,28 +26,28 @@ func cpu() backend.Backend {
 	return b
 }
 
-func inproc(model string, steps, world int) *train.Result {
+func inproc(model string, steps, world int) *training.Result {
 	return inprocMesh(model, "adamw", steps, world, "")
 }
 
 // inprocMesh trains with optimizer on world goroutine ranks: data parallel, or on meshText
 // (dp=N,tp=M).
-func inprocMesh(model, optimizer string, steps, world int, meshText string) *train.Result {
-	opt, err := train.NewOptimizer(optimizer, 1e-2, cpu())
+func inprocMesh(model, optimizer string, steps, world int, meshText string) *training.Result {
+	opt, err := training.NewOptimizer(optimizer, 1e-2, cpu())
 	Expect(err).NotTo(HaveOccurred())
-	cfg := train.Config{Model: model, Steps: steps, Seed: 1, Backend: cpu(), Optimizer: opt}
+	cfg := training.Config{Model: model, Steps: steps, Seed: 1, Backend: cpu(), Optimizer: opt}
 	if meshText != "" {
 		cfg.Mesh, err = mesh.ParseMesh(meshText)
 		Expect(err).NotTo(HaveOccurred())
 	}
-	r, err := train.Inproc(context.Background(), cfg, world)
+	r, err := training.Inproc(context.Background(), cfg, world)
 	Expect(err).NotTo(HaveOccurred())
 	return r
 }
 
 // sameLosses holds r's losses to one's within 1e-4 relative: the same function of the same
 // data and parameters, with a few sums in another order.
-func sameLosses(r, one *train.Result, what string) {
+func sameLosses(r, one *training.Result, what string) {
 	Expect(r.Losses).To(HaveLen(len(one.Losses)))
 	for i, l := range r.Losses {
 		Expect(math.Abs(l.Value-one.Losses[i].Value)/one.Losses[i].Value).To(BeNumerically("<=", 1e-4),
@@ -56,7 +56,7 @@ func sameLosses(r, one *train.Result, what string) {
 }
 
 // cli runs the tessera-qa binary's train verb, returns its exit code and parsed JSON result.
-func cli(args ...string) (int, *train.Result) {
+func cli(args ...string) (int, *training.Result) {
 	if binErr != "" {
 		Skip("no tessera-qa binary: " + binErr)
 	}
@@ -82,12 +82,12 @@ func cli(args ...string) (int, *train.Result) {
 	if rerr != nil {
 		return code, nil
 	}
-	r := &train.Result{}
+	r := &training.Result{}
 	Expect(json.Unmarshal(data, r)).To(Succeed())
 	return code, r
 }
 
-func lossBits(r *train.Result) []string {
+func lossBits(r *training.Result) []string {
 	out := make([]string, len(r.Losses))
 	for i, l := range r.Losses {
 		out[i] = l.Bits
@@ -96,7 +96,7 @@ func lossBits(r *train.Result) []string {
 }
 
 var _ = Describe("the reference training workload", func() {
-	for _, model := range train.Models {
+	for _, model := range training.Models {
 		It("learns: the "+model+"'s loss falls by half in 50 steps", func() {
 			r := inproc(model, 50, 1)
 			Expect(r.Losses).To(HaveLen(50))
@@ -116,7 +116,7 @@ var _ = Describe("the reference training workload", func() {
 		Expect(b.Digest).To(Equal(a.Digest))
 	})
 
-	for _, model := range train.Models {
+	for _, model := range training.Models {
 		It("trains the "+model+" on data-parallel ranks as one rank trains it on the whole batch (dp=2 and dp=4: every loss within 1e-4)", func() {
 			one := inproc(model, 10, 1)
 			for _, world := range []int{2, 4} {

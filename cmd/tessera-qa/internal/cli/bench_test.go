@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/bench"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
-	"github.com/tessera-qa/tessera-qa/harness/bench"
 )
 
 // fakeBench replaces the GPU and torch with the CPU backend on a fixed clock (1 ms) and the

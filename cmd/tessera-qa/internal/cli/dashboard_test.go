@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/ci/workflows"
-	"github.com/tessera-qa/tessera-qa/harness/report"
-	"github.com/tessera-qa/tessera-qa/harness/report/synth"
+	"github.com/tessera-qa/tessera-qa/report"
+	"github.com/tessera-qa/tessera-qa/report/synth"
 )
 
-// synthStore writes harness/report/synth's history (a 25% slowdown, a noise-only series, a
+// synthStore writes report/synth's history (a 25% slowdown, a noise-only series, a
 // changed digest) into a fresh SQLite store.
 func synthStore(t *testing.T) (string, synth.Plan) {
 	t.Helper()

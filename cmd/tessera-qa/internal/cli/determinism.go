@@ -11,11 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tessera-qa/tessera-qa/determinism/pins"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/golden"
-	"github.com/tessera-qa/tessera-qa/harness/pins"
-	"github.com/tessera-qa/tessera-qa/harness/report"
+	"github.com/tessera-qa/tessera-qa/report"
 )
 
 func init() { registerVerb(newDeterminismCmd) }

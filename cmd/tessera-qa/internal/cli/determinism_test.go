@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/determinism/pins"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/golden"
-	"github.com/tessera-qa/tessera-qa/harness/pins"
 )
 
 // pinFew points `determinism pin` at a few catalogue specs for the test's duration.

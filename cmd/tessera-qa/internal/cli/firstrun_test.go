@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tessera-qa/tessera-qa/harness/report"
 	"github.com/tessera-qa/tessera-qa/internal/headless"
 	"github.com/tessera-qa/tessera-qa/job"
+	"github.com/tessera-qa/tessera-qa/report"
 )
 
 // Issue 21, as a newcomer meets the tool: `tessera-qa run` in a folder, then the dashboard,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tessera-qa/tessera-qa/harness/report"
+	"github.com/tessera-qa/tessera-qa/report"
 )
 
 func init() { registerVerb(newGateCmd) }

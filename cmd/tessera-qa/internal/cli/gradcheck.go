@@ -12,7 +12,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
-	"github.com/tessera-qa/tessera-qa/harness/gradcheck"
+	"github.com/tessera-qa/tessera-qa/gradients"
 )
 
 func init() { registerVerb(newGradcheckCmd) }
@@ -22,8 +22,8 @@ type gradcheckJSON struct {
 	Backend string               `json:"backend"`
 	Vs      *gradcheckOracleJSON `json:"vs,omitempty"`
 	Passed  bool                 `json:"passed"`
-	Rows    []gradcheck.Row      `json:"rows"`
-	Cases   []gradcheck.Result   `json:"cases"`
+	Rows    []gradients.Row      `json:"rows"`
+	Cases   []gradients.Result   `json:"cases"`
 }
 
 type gradcheckOracleJSON struct {
@@ -87,7 +87,7 @@ start (E_NO_DEVICE).`,
 			if err := b.Available(); err != nil {
 				return errs.Wrap(errs.NoDevice, err, "backend %s", backendArg)
 			}
-			var opts gradcheck.Options
+			var opts gradients.Options
 			var oj *gradcheckOracleJSON
 			if vs != "" {
 				o, err := differential.Start(differential.Config{Framework: vs, Python: python, Timeout: timeout})
@@ -99,7 +99,7 @@ start (E_NO_DEVICE).`,
 				if !o.Hello().HasDevice(device) {
 					return errs.New(errs.NoDevice, "%s has no %s device here (devices: %s)", o.Describe(), device, strings.Join(o.Hello().Devices, ", "))
 				}
-				opts.Vs = &gradcheck.Vs{Oracle: o, Target: differential.Target{Device: device}}
+				opts.Vs = &gradients.Vs{Oracle: o, Target: differential.Target{Device: device}}
 				oj = &gradcheckOracleJSON{Framework: o.Hello().Framework, Version: o.Hello().Version, Python: o.Python(), Device: device}
 			}
 			var sel []string
@@ -112,19 +112,19 @@ start (E_NO_DEVICE).`,
 				fmt.Fprintf(w, "gradcheck: vs %s on %s (float64 vjp at the same inputs and cotangents, rounded once)\n", opts.Vs.Oracle.Describe(), opts.Vs.Target.Device)
 			}
 			start := time.Now()
-			results, err := gradcheck.RunWith(b, sel, opts)
+			results, err := gradients.RunWith(b, sel, opts)
 			if err != nil {
 				return err
 			}
-			rows := gradcheck.Rows(results, sel)
+			rows := gradients.Rows(results, sel)
 			printGradRows(w, rows, vs)
-			ok := gradcheck.RowsOK(rows)
+			ok := gradients.RowsOK(rows)
 			pass, fail, none := 0, 0, 0
 			for _, r := range rows {
 				switch r.Verdict {
-				case gradcheck.Pass:
+				case gradients.Pass:
 					pass++
-				case gradcheck.Fail:
+				case gradients.Fail:
 					fail++
 				default:
 					none++
@@ -140,7 +140,7 @@ start (E_NO_DEVICE).`,
 					}
 				}
 				fmt.Fprintf(w, "gradcheck: vs %s: %d rows agree, %d disagree, %d errors, %d unsupported, %d without a comparison (collectives)\n",
-					vs, counts[gradcheck.OraclePass], counts[gradcheck.OracleFail], counts[gradcheck.OracleError], counts[gradcheck.OracleUnsupported], counts[gradcheck.OracleNA])
+					vs, counts[gradients.OraclePass], counts[gradients.OracleFail], counts[gradients.OracleError], counts[gradients.OracleUnsupported], counts[gradients.OracleNA])
 			}
 			if err := e.writeJSON(jsonPath, gradcheckJSON{Backend: b.Name(), Vs: oj, Passed: ok, Rows: rows, Cases: results}); err != nil {
 				return err
@@ -170,7 +170,7 @@ func oracleDevice(backendName string) string {
 	return "cpu"
 }
 
-func printGradRows(w interface{ Write([]byte) (int, error) }, rows []gradcheck.Row, vs string) {
+func printGradRows(w interface{ Write([]byte) (int, error) }, rows []gradients.Row, vs string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "OP\tDTYPE\tVERDICT\tCASES\tWORST\tBUDGET"
 	if vs != "" {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/differential"
-	"github.com/tessera-qa/tessera-qa/harness/gradcheck"
+	"github.com/tessera-qa/tessera-qa/gradients"
 )
 
 func TestGradcheckUsageErrors(t *testing.T) {
@@ -35,7 +35,7 @@ func TestGradcheckOps(t *testing.T) {
 		if r.Vs != "" {
 			t.Errorf("row %s/%s has an oracle verdict %q without --vs", r.Op, r.DType, r.Vs)
 		}
-		if r.Op == "chunk" && (r.Verdict != gradcheck.NoGrad || r.Reason == "") {
+		if r.Op == "chunk" && (r.Verdict != gradients.NoGrad || r.Reason == "") {
 			t.Errorf("chunk: %+v", r)
 		}
 	}
@@ -76,12 +76,12 @@ func TestGradcheckVsTorch(t *testing.T) {
 	}
 	for _, r := range rep.Rows {
 		switch {
-		case r.Verdict == gradcheck.NoGrad:
+		case r.Verdict == gradients.NoGrad:
 		case r.Op == "all_gather":
-			if r.Vs != gradcheck.OracleNA || !strings.Contains(r.VsReason, "mesh") {
+			if r.Vs != gradients.OracleNA || !strings.Contains(r.VsReason, "mesh") {
 				t.Errorf("all_gather/%s: %q %q", r.DType, r.Vs, r.VsReason)
 			}
-		case r.Vs != gradcheck.OraclePass || r.VsCompared == 0:
+		case r.Vs != gradients.OraclePass || r.VsCompared == 0:
 			t.Errorf("%s/%s: vs torch %q (%d compared): %s", r.Op, r.DType, r.Vs, r.VsCompared, r.VsReason)
 		}
 	}

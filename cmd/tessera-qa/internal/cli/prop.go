@@ -10,18 +10,18 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
-	"github.com/tessera-qa/tessera-qa/harness/prop"
+	"github.com/tessera-qa/tessera-qa/property"
 )
 
 func init() { registerVerb(newPropCmd) }
 
 // propJSON is the shape of `prop --json` (docs/cli.md).
 type propJSON struct {
-	Seed       uint64         `json:"seed,string"`
-	Checks     int            `json:"checks"`
-	Artifacts  string         `json:"artifacts"`
-	Passed     bool           `json:"passed"`
-	Properties []prop.Outcome `json:"properties"`
+	Seed       uint64             `json:"seed,string"`
+	Checks     int                `json:"checks"`
+	Artifacts  string             `json:"artifacts"`
+	Passed     bool               `json:"passed"`
+	Properties []property.Outcome `json:"properties"`
 }
 
 func newPropCmd(e *env) *cobra.Command {
@@ -37,7 +37,7 @@ func newPropCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "prop",
 		Short: "Property-based checks: random graphs against the golden model, determinism, metamorphic relations",
-		Long: `Run the property-based checks of harness/prop outside Ginkgo (docs/property.md):
+		Long: `Run the property-based checks of property outside Ginkgo (docs/property.md):
 
   agree/ref                 random graphs of 1-12 ops vs the golden model, within tolerance
   agree/nan-inf             NaN and Inf land where the golden model puts them
@@ -62,7 +62,7 @@ backend that cannot run here.`,
 			if !cmd.Flags().Changed("seed") || seed == 0 {
 				seed = 1 + rand.Uint64N(1_000_000_000)
 			}
-			selected, err := prop.Select(props)
+			selected, err := property.Select(props)
 			if err != nil {
 				return usage(cmd, "%v", err)
 			}
@@ -77,10 +77,10 @@ backend that cannot run here.`,
 			fmt.Fprintf(w, "prop: seed %d (rerun with --seed %d), %d properties on %s, artifacts in %s\n",
 				seed, seed, len(selected), backendNames(bs), out)
 			fmt.Fprintf(w, "%-34s %-8s %7s %7s %7s %8s\n", "PROPERTY", "BACKEND", "CHECKS", "PASSED", "FAILED", "TIME")
-			outcomes := prop.Run(prop.RunOptions{
-				Properties: selected, Backends: bs, Config: prop.DefaultConfig(), Checks: checks, Seed: seed,
+			outcomes := property.Run(property.RunOptions{
+				Properties: selected, Backends: bs, Config: property.DefaultConfig(), Checks: checks, Seed: seed,
 				Artifacts: out, FailFile: failFile,
-				Progress: func(o prop.Outcome) { printOutcome(w, o) },
+				Progress: func(o property.Outcome) { printOutcome(w, o) },
 			})
 			ok := printPropFailures(w, outcomes, seed)
 			if err := e.writeJSON(jsonPath, propJSON{Seed: seed, Checks: checks, Artifacts: out, Passed: ok, Properties: outcomes}); err != nil {
@@ -127,8 +127,8 @@ func backendNames(bs []backend.Backend) string {
 	return strings.Join(n, ", ")
 }
 
-func printOutcome(w io.Writer, o prop.Outcome) {
-	if o.Verdict == prop.Skip {
+func printOutcome(w io.Writer, o property.Outcome) {
+	if o.Verdict == property.Skip {
 		fmt.Fprintf(w, "%-34s %-8s %7s %7s %7s %8s  skipped\n", o.Property, o.Backend, "-", "-", "-", "-")
 		return
 	}
@@ -137,15 +137,15 @@ func printOutcome(w io.Writer, o prop.Outcome) {
 
 // printPropFailures lists each failing property with how to look at it and rerun it, and
 // reports whether there was none.
-func printPropFailures(w io.Writer, outcomes []prop.Outcome, seed uint64) bool {
+func printPropFailures(w io.Writer, outcomes []property.Outcome, seed uint64) bool {
 	ok := true
 	skipped := map[string]bool{}
 	for _, o := range outcomes {
-		if o.Verdict == prop.Skip && !skipped[o.Backend] {
+		if o.Verdict == property.Skip && !skipped[o.Backend] {
 			skipped[o.Backend] = true
 			fmt.Fprintf(w, "%s skipped: %s\n", o.Backend, oneLine(o.Reason))
 		}
-		if o.Verdict != prop.Fail {
+		if o.Verdict != property.Fail {
 			continue
 		}
 		ok = false

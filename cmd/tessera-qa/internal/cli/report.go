@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
-	"github.com/tessera-qa/tessera-qa/harness/report"
-	"github.com/tessera-qa/tessera-qa/harness/report/store"
 	"github.com/tessera-qa/tessera-qa/job"
+	"github.com/tessera-qa/tessera-qa/report"
+	"github.com/tessera-qa/tessera-qa/report/store"
 )
 
 func init() { registerVerb(newReportCmd) }

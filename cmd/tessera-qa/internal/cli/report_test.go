@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/harness"
-	"github.com/tessera-qa/tessera-qa/harness/report"
-	"github.com/tessera-qa/tessera-qa/harness/report/synth"
+	"github.com/tessera-qa/tessera-qa/report"
+	"github.com/tessera-qa/tessera-qa/report/synth"
 )
 
-const reportFixtures = "../../../../harness/report/testdata/"
+const reportFixtures = "../../../../report/testdata/"
 
 func TestReportIngestAndStatus(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "h.db")
@@ -184,10 +184,10 @@ func TestGateDoesNotBlockOnAnotherSeedsSmokeCases(t *testing.T) {
 
 // A stress report and the partitions suite's Ginkgo report, ingested and exported: the
 // metrics page has their sections (the real 8 x 10 minute H100 soak; the partitions report's
-// serialization is Ginkgo's, its numbers made up: harness/report/parse/partitions_test.go).
+// serialization is Ginkgo's, its numbers made up: report/parse/partitions_test.go).
 func TestReportIngestStressAndPartitions(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "h.db")
-	parseData := "../../../../harness/report/parse/testdata/"
+	parseData := "../../../../report/parse/testdata/"
 	o := cli(t, "report", "ingest", "--db", db, "--branch", "main", "--event", "nightly",
 		parseData+"stress/soak-h100.json", parseData+"ginkgo/partitions-standin.json")
 	o.want(t, ExitOK, "")

@@ -34,7 +34,7 @@ func newStressCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stress --jobs N --mode goroutines|processes|streams [--device cpu|cuda] --duration D [--workload graphs|train] [--pressure oom|cache] [--json FILE]",
 		Short: "Run N concurrent jobs of random graphs, compare every result with its alone run, watch for leaks",
-		Long: `Each job cycles through its own pool of seeded random graphs (harness/prop's generator). Before
+		Long: `Each job cycles through its own pool of seeded random graphs (property's generator). Before
 the soak every graph runs alone, one at a time, and its digest and latency are recorded (the
 plan); under load each result must give the same bits: a difference is E_NONDETERMINISTIC and
 leaves a replay manifest. Jobs are goroutines of this process (--mode goroutines) or processes

@@ -15,24 +15,24 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tessera-qa/tessera-qa/bench"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
-	"github.com/tessera-qa/tessera-qa/harness/bench"
-	"github.com/tessera-qa/tessera-qa/harness/train"
+	"github.com/tessera-qa/tessera-qa/training"
 )
 
 func init() { registerVerb(newTrainCmd) }
 
 func newTrainCmd(e *env) *cobra.Command {
 	var (
-		cfg                              train.Config
+		cfg                              training.Config
 		model, meshArg, transport, dtype string
 		optName, backendArg, jsonPath    string
 		lr                               float64
 		timeStep                         bool
-		dims                             train.Dims
+		dims                             training.Dims
 		reps                             int
 	)
 	cmd := &cobra.Command{
@@ -92,23 +92,23 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			if err := b.Available(); err != nil {
 				return errs.Wrap(errs.NoDevice, err, "backend %s", backendArg)
 			}
-			opt, err := train.NewOptimizer(optName, lr, b)
+			opt, err := training.NewOptimizer(optName, lr, b)
 			if err != nil {
 				return usage(cmd, "%v", err)
 			}
 			cfg.Model, cfg.DType, cfg.Backend, cfg.Optimizer = model, dt, b, opt
 			ctx := context.Background()
-			var res *train.Result
+			var res *training.Result
 			w := e.human(jsonPath)
 			switch {
 			case transport == "tcp" && launch.InJob():
-				if os.Getenv(train.ResultEnv) == "" { // under an outside launcher: the log is the progress
+				if os.Getenv(training.ResultEnv) == "" { // under an outside launcher: the log is the progress
 					cfg.Progress = func(step int, loss float64) { fmt.Fprintf(e.stderr, "step %d loss %.6g\n", step, loss) }
 				}
-				if res, err = train.Rank(ctx, cfg); err != nil {
+				if res, err = training.Rank(ctx, cfg); err != nil {
 					return err
 				}
-				if os.Getenv(train.ResultEnv) != "" {
+				if os.Getenv(training.ResultEnv) != "" {
 					return nil // a self-launched rank: the starting process prints
 				}
 			case transport == "tcp" && world > 1:
@@ -117,7 +117,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 					return errs.New(errs.Internal, "train: cannot find this program to start its ranks: %v", err)
 				}
 				var exit int
-				res, exit, err = train.SelfLaunch(ctx, world, exe, trainArgs(cmd), e.stderr)
+				res, exit, err = training.SelfLaunch(ctx, world, exe, trainArgs(cmd), e.stderr)
 				if err != nil {
 					return err
 				}
@@ -127,7 +127,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			default:
 				bar := newTrainBar(e.stderr, model, cfg.Steps)
 				cfg.Progress = bar.step
-				res, err = train.Inproc(ctx, cfg, world)
+				res, err = training.Inproc(ctx, cfg, world)
 				bar.wait()
 				if err != nil {
 					return err
@@ -233,10 +233,10 @@ func (t *trainBar) wait() {
 }
 
 // trainTimeStep is `train --time-step`: the engine's step and torch's on the GPU, one command.
-func trainTimeStep(e *env, model string, dt numerics.DType, d train.Dims, reps int, jsonPath string) error {
-	def := train.DefaultDims(model)
+func trainTimeStep(e *env, model string, dt numerics.DType, d training.Dims, reps int, jsonPath string) error {
+	def := training.DefaultDims(model)
 	if model == "transformer-block" {
-		def = train.Dims{Batch: 8, Seq: 2048, Width: 1024, Heads: 16}
+		def = training.Dims{Batch: 8, Seq: 2048, Width: 1024, Heads: 16}
 	}
 	for _, f := range []struct {
 		v *int
