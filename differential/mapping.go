@@ -83,7 +83,7 @@ var mappingRows = []OpMapping{
 	{"layernorm", "F.layer_norm", "composite in f32", "f16/bf16 in f32, rounded once: torch 1.13's bf16 layer_norm rounds intermediates"},
 	{"rmsnorm", "composite: x*rsqrt(mean(x^2)+eps)*gamma in f32 (f64 for f64)", "same composite", "torch 1.13 has no rms_norm; rounded once"},
 	{"matmul", "torch.matmul; ints as int64 on the CPU", "jnp.matmul (f32 accumulation for f16/bf16, precision highest)",
-		"accum and tile are ignored: torch CPU and cuBLAS accumulate 16-bit floats in f32 (TF32 and reduced-precision reductions are switched off). torch has no integer GEMM on CUDA, so ints run on the CPU in int64, wrapped once"},
+		"accum and tile are ignored: cuBLAS and torch CPU with bf16 instructions accumulate 16-bit floats in f32 (TF32 and reduced-precision reductions are switched off); where a probe finds that torch sums 16-bit matmuls in the 16-bit type (torch 1.13 on CPUs without avx512_bf16), they run in f32, rounded once. torch has no integer GEMM on CUDA, so ints run on the CPU in int64, wrapped once"},
 	{"batch_matmul", "torch.matmul", "jnp.matmul", "as matmul"},
 	{"scaled_matmul", "torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype, use_fast_accum=False) on CUDA with float8; else a composite in f32",
 		"composite in f32",

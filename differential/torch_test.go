@@ -1,6 +1,7 @@
 package differential
 
 import (
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -9,7 +10,9 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/engine/tensor"
 	"github.com/tessera-qa/tessera-qa/golden"
 	"github.com/tessera-qa/tessera-qa/harness"
 )
@@ -136,4 +139,44 @@ func TestTorchOracleNativeModeAndErrorsPerCase(t *testing.T) {
 	if err != nil || res[0].Error == "" {
 		t.Errorf("unknown device: %v %+v", err, res)
 	}
+}
+
+// The contract sums a 16-bit matmul in f32, and so must the oracle on every machine: where
+// torch's own CPU kernel sums in bf16 (torch 1.13 without avx512_bf16), the oracle computes in
+// f32 and says so. 1 followed by 256 products of 2^-8 is exactly 2 in f32 and 1 in bf16 steps.
+func TestTorchOracleSumsBF16MatmulsInF32(t *testing.T) {
+	o := startTorch(t)
+	g, err := graph.Parse(`graph probe {
+  input %a: bf16[1,257]
+  input %b: bf16[257,1]
+  %c: bf16[1,1] = matmul(%a, %b)
+  output %c
+}`, "probe.tg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := make([]float64, 257)
+	ones := make([]float64, 257)
+	for i := range col {
+		col[i], ones[i] = math.Ldexp(1, -8), 1
+	}
+	col[0] = 1
+	in := map[string]*tensor.Tensor{"a": tensor.FromFloat64(numerics.BF16, []int{1, 257}, ones),
+		"b": tensor.FromFloat64(numerics.BF16, []int{257, 1}, col)}
+	p, err := Prepare("probe", g, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := o.Eval(Target{Device: "cpu"}, []WireCase{p.Case})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := p.Decode(res[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outs[0].Float64(0); got != 2 {
+		t.Fatalf("bf16 matmul through the oracle = %v (mode %q), want 2 (f32 accumulation)", got, res[0].Mode)
+	}
+	t.Logf("mode %q", res[0].Mode)
 }

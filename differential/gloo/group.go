@@ -24,6 +24,15 @@ const scriptName = "gloo_rank.py"
 // that died first is told apart from the peers that then lose their connection to it.
 const settle = 300 * time.Millisecond
 
+// importAllowance is the least time a rank gets to import torch and say hello: on a loaded
+// 2-core machine three interpreters importing torch at once took over 8 s (CI, 2026-12-02),
+// which the progress timeout alone called a hang. After hello, Config.Timeout bounds every
+// step again.
+const importAllowance = 60 * time.Second
+
+// startup is the deadline for the first sign of life (torch imported).
+func startup(cfg Config) time.Duration { return max(cfg.Timeout, importAllowance) }
+
 // reapWait bounds the wait for a killed rank to be reaped.
 const reapWait = 5 * time.Second
 
@@ -293,10 +302,16 @@ func run(ctx context.Context, cfg Config, j job, what string,
 		}
 		return m
 	}
-	timer := time.NewTimer(cfg.Timeout)
+	timer := time.NewTimer(startup(cfg))
 	defer timer.Stop()
 	var settling <-chan time.Time
 	last := minProgress()
+	limit := func() time.Duration {
+		if last < pHello {
+			return startup(cfg)
+		}
+		return cfg.Timeout
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -308,7 +323,7 @@ func run(ctx context.Context, cfg Config, j job, what string,
 			if settling != nil {
 				return blameFailed(ranks, steps, j.Mode, what)
 			}
-			return blameStuck(ranks, steps, j.Mode, what, fmt.Sprintf("no progress within %s", cfg.Timeout))
+			return blameStuck(ranks, steps, j.Mode, what, fmt.Sprintf("no progress within %s", limit()))
 		case <-settling:
 			return blameFailed(ranks, steps, j.Mode, what)
 		case ev := <-events:
@@ -371,7 +386,7 @@ func run(ctx context.Context, cfg Config, j job, what string,
 				default:
 				}
 			}
-			timer.Reset(cfg.Timeout)
+			timer.Reset(limit())
 		}
 	}
 }
@@ -533,14 +548,14 @@ func Probe(ctx context.Context, cfg Config) (Info, error) {
 		p.kill()
 		p.reap(time.Now().Add(reapWait))
 	}()
-	timer := time.NewTimer(cfg.Timeout)
+	timer := time.NewTimer(startup(cfg))
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return Info{}, errs.New(errs.Timeout, "gloo: probing %s: %v", cfg.Python, ctx.Err())
 		case <-timer.C:
-			return Info{}, errs.New(errs.Timeout, "gloo: %s did not say within %s whether it has torch (importing torch hangs?)%s", cfg.Python, cfg.Timeout, stderrNote(p))
+			return Info{}, errs.New(errs.Timeout, "gloo: %s did not say within %s whether it has torch (importing torch hangs?)%s", cfg.Python, startup(cfg), stderrNote(p))
 		case ev := <-events:
 			if ev.exit {
 				return Info{}, noPython(cfg, fmt.Sprintf("%s exited before saying whether it has torch (%s)%s", cfg.Python, p.exitStatus(), stderrNote(p)))

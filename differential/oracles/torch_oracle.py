@@ -43,6 +43,7 @@ class TorchBackend:
             self.dtypes["fp8e5m2"] = t.float8_e5m2
         self.names = {v: k for k, v in self.dtypes.items()}
         self.native = False  # the current request's Options.native
+        self.probes = {}  # (dtype, device type) -> (16-bit matmul sums in f32, the probe's sum)
         # Reference arithmetic on CUDA: no TF32, no reduced-precision GEMM reductions.
         cm = getattr(t.backends, "cuda", None)
         if cm is not None:
@@ -152,6 +153,11 @@ class TorchBackend:
             out, _ = with_mode(op(self, node, [upcast(self, a) for a in args]))
             return out.to(want), "f32, rounded once (torch's own %s %s kernels may round intermediates)" % (
                 halves[0], node["op"])
+        if halves and not opts.native and node["op"] in MATMULS and not self.accumulates_in_f32(args[0]):
+            out, _ = with_mode(op(self, node, [upcast(self, a) for a in args]))
+            return out.to(want), ("f32, rounded once: torch %s's %s matmul on this %s does not accumulate in f32 "
+                                  "(probe: 1 + 256 x 2^-8 summed to %s, not 2)") % (
+                self.torch.__version__, halves[0], args[0].device.type, self.probes[(args[0].dtype, args[0].device.type)][1])
         try:
             return with_mode(op(self, node, args))
         except RuntimeError as e:
@@ -161,6 +167,31 @@ class TorchBackend:
             out, _ = with_mode(op(self, node, [upcast(self, a) for a in args]))
             return out.to(want), "f32, rounded once: torch %s has no %s %s kernel" % (
                 self.torch.__version__, opts.device, halves[0])
+
+    def accumulates_in_f32(self, x):
+        """Whether torch's matmul of x's 16-bit dtype on x's device sums in f32, as the contract
+        (and cuBLAS, and oneDNN on CPUs with bf16 instructions) does. Some CPUs' fallback sums in
+        the 16-bit type (seen: torch 1.13 on an AMD EPYC without avx512_bf16, errors of 0.03 on
+        unit-scale 64x64x64 products). Probed once per dtype and device: a row of ones times
+        1 followed by 256 values of 2^-8 is exactly 2 in f32 and stays 1 when each partial sum
+        is rounded to bf16 or f16 (1 + 2^-8 rounds back to 1 in bf16; f16 needs 2^-11)."""
+        key = (x.dtype, x.device.type)
+        if key not in self.probes:
+            t = self.torch
+            small = 2.0 ** -8 if x.dtype == t.bfloat16 else 2.0 ** -11
+            n = 256 if x.dtype == t.bfloat16 else 2048
+            a = t.ones(1, n + 1, dtype=x.dtype, device=x.device)
+            col = t.full((n + 1, 1), small, dtype=x.dtype, device=x.device)
+            col[0, 0] = 1.0
+            try:
+                got = float(t.matmul(a, col)[0, 0])
+            except RuntimeError as e:
+                if "not implemented for" not in str(e):
+                    raise
+                # no kernel at all: the caller's fallback computes in f32 and says so
+                got = 2.0
+            self.probes[key] = (got == 2.0, got)
+        return self.probes[key][0]
 
     def opmath(self, x):
         """The dtype composites compute in: f64 for f64 inputs, else f32."""
@@ -172,6 +203,9 @@ class TorchBackend:
 # Tessera computes them in f32 and rounds once, so the oracle does the same unless a request
 # asks for torch's native kernels. Sums and means get f32 accumulation through dtype= instead.
 ROUNDS_INTERMEDIATES = ("gelu", "silu", "layernorm", "mse_loss")
+# Matmuls whose 16-bit torch kernels are taken natively only where they sum in f32
+# (TorchBackend.accumulates_in_f32); elsewhere they run in f32 and are rounded once.
+MATMULS = ("matmul", "batch_matmul")
 
 
 def upcast(b, x):
