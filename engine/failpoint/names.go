@@ -115,6 +115,13 @@ const (
 	DistRaggedTailDropped   = "dist/pipeline/ragged-tail-dropped"
 )
 
+// Pipeline parallelism (issue 27, training/pipeline.go): the gradient bugs the frameworks
+// fixed, caught by suites/pipeline against the unpipelined run.
+const (
+	DistPPGradNotDividedByMicroBatches = "dist/pp/grad-not-divided-by-micro-batches"
+	DistPPGradLastMicroBatchOnly       = "dist/pp/grad-last-micro-batch-only"
+)
+
 // Names lists every fault name, in the order above.
 func Names() []string {
 	return []string{
@@ -140,6 +147,7 @@ func Names() []string {
 		DistLastChunkReversed, DistNarrowAccumInDType, DistExactDoubleRounding, DistMaxZeroSignIgnored,
 		DistNaNPayloadKept, DistRaggedTailDropped,
 		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
+		DistPPGradNotDividedByMicroBatches, DistPPGradLastMicroBatchOnly, // issue 27
 	}
 }
 
