@@ -92,6 +92,9 @@ func newPipeStep(cfg Config, timeout time.Duration) (*pipeStep, error) {
 			return nil, errs.New(errs.Unsupported, "train: mesh %s: axis %q with pp; pipelines combine with dp only", ms, a.Name)
 		}
 	}
+	if cfg.Comm == nil && ms.World() == 1 { // pp=1: micro-batches as gradient accumulation on one rank
+		cfg.Comm = dist.NewComm(dist.NewInproc(1)[0], dist.Options{Mode: dist.Deterministic, Timeout: timeout})
+	}
 	if cfg.Comm == nil || cfg.Comm.World() != ms.World() {
 		return nil, errs.New(errs.Input, "train: mesh %s needs a communicator of its %d ranks", ms, ms.World())
 	}

@@ -2,10 +2,16 @@ package training
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"os"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
+	"github.com/tessera-qa/tessera-qa/engine/dist/tcp"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
@@ -137,4 +143,91 @@ func CompareGrads(ref map[string]*tensor.Tensor, got []map[string]*tensor.Tensor
 		}
 	}
 	return d, nil
+}
+
+// Loopback runs cfg like Inproc, but its world goroutine ranks talk over real tcp connections on
+// 127.0.0.1 (a rendezvous store on a port the OS picks): the tcp transport's bytes, framing and
+// arrival order in one process, for checks that compare transports without starting processes.
+func Loopback(ctx context.Context, cfg Config, world int) (*Result, error) {
+	if world == 1 {
+		return Run(ctx, cfg)
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = dist.DefaultTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	srv, err := rdzv.Serve(cctx, "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	job := fmt.Sprintf("loopback-%d-%d", os.Getpid(), loopbackJobs.Add(1))
+	res := make([]*Result, world)
+	errc := make(chan error, world)
+	for r := range world {
+		go func() {
+			err := func() error {
+				st, err := rdzv.Dial(cctx, srv.Addr())
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				t, err := tcp.Connect(cctx, tcp.Config{Rank: r, World: world, Store: st, JobID: job, ListenHost: "127.0.0.1", Timeout: 20 * time.Second})
+				if err != nil {
+					return err
+				}
+				defer t.Close()
+				c := cfg
+				var tr dist.Transport = t
+				if cfg.Wrap != nil {
+					tr = cfg.Wrap(tr)
+				}
+				c.Comm = dist.NewComm(tr, dist.Options{Mode: dist.Deterministic, Timeout: timeout})
+				if r != 0 {
+					c.Progress = nil
+				}
+				res[r], err = Run(ctx, c)
+				return err
+			}()
+			errc <- err
+		}()
+	}
+	var first error
+	for range world {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return nil, first
+	}
+	for r := 1; r < world; r++ {
+		if res[r].Digest != res[0].Digest {
+			return nil, errs.New(errs.Nondeterministic, "train: rank %d ended with parameters %s, rank 0 with %s", r, res[r].Digest, res[0].Digest)
+		}
+	}
+	return res[0], nil
+}
+
+var loopbackJobs atomic.Int64
+
+// GradNorm is the L2 norm (in float64) of every rank's gradients, each parameter counted once
+// (data-parallel replicas hold the same averaged gradient).
+func GradNorm(o *StepOutcome) float64 {
+	seen := map[string]bool{}
+	var s float64
+	for _, gs := range o.Grads {
+		for name, g := range gs {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			for _, v := range g.Float64s() {
+				s += v * v
+			}
+		}
+	}
+	return math.Sqrt(s)
 }
