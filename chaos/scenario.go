@@ -152,6 +152,10 @@ func (s *Scenario) Model() (string, error) {
 func (s *Scenario) Dims() training.Dims {
 	m, _ := s.Model()
 	d := training.DefaultDims(m)
+	if ms, err := mesh.ParseMesh(s.Mesh); err == nil && ms.AxisIndex("pp") >= 0 {
+		// A pipeline: the batch splits into dp ranks x the default 2 x pp micro-batches.
+		d = training.PipelineDims(m, max(1, ms.Size("dp")), 2*ms.Size("pp"))
+	}
 	if r := d.Batch % s.World; r != 0 {
 		d.Batch += s.World - r
 	}

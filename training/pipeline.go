@@ -419,13 +419,14 @@ func (s *pipeStep) run(ctx context.Context, seed uint64, step int, params map[st
 		return nil, nil, err
 	}
 	loss = &tensor.Tensor{DType: dt, Shape: nil, Data: recvLoss}
-	// The pipeline's virtual time: the largest clock over its ranks.
-	ck := tensor.FromFloat64(numerics.F64, []int{1}, []float64{float64(clock)})
-	ckOut := make([]byte, len(ck.Data))
-	if err := s.pp.AllReduce(cctx, numerics.F64, ck.Data, ckOut, dist.Max); err != nil {
+	// The pipeline's virtual time: the largest clock over its ranks (in int32, so that no
+	// float fault meant for the gradients lands in it).
+	ck := binary.LittleEndian.AppendUint32(nil, uint32(clock))
+	ckOut := make([]byte, 4)
+	if err := s.pp.AllReduce(cctx, numerics.I32, ck, ckOut, dist.Max); err != nil {
 		return nil, nil, err
 	}
-	s.lastMakespan = int(math.Float64frombits(binary.LittleEndian.Uint64(ckOut)))
+	s.lastMakespan = int(binary.LittleEndian.Uint32(ckOut))
 	if s.dp != nil {
 		if err := averageAll(ctx, s.dp, s.timeout, append([]*tensor.Tensor{loss}, gradList(s.own, grads)...)); err != nil {
 			return nil, nil, err
@@ -529,7 +530,7 @@ func agreeOver(ctx context.Context, world *dist.Comm, timeout time.Duration, loc
 	if local != nil {
 		return local
 	}
-	if n := math.Float32frombits(binary.LittleEndian.Uint32(recv)); n > 0 {
+	if n := math.Float32frombits(binary.LittleEndian.Uint32(recv)); n != 0 { // NaN too: a count corrupted on its way
 		return errs.New(errs.NaNInf, "train: step %d on rank %d: %.0f rank(s) of mesh %s found NaN or Inf in their loss or gradients; the step is not applied", step, world.Rank(), n, ms)
 	}
 	return nil
