@@ -54,7 +54,7 @@ func FirstStep(ctx context.Context, cfg Config) (*StepOutcome, error) {
 		go func() {
 			c := cfg
 			if world > 1 {
-				c.Comm = dist.NewComm(ts[r], dist.Options{Mode: dist.Deterministic, Timeout: timeout})
+				c.Comm = dist.NewComm(ts[r], dist.Options{Mode: cfg.CommMode, Timeout: timeout})
 			}
 			err := func() error {
 				_, st, err := newRankStep(c, r, world, timeout)

@@ -67,6 +67,8 @@ type Config struct {
 	Schedule     string
 	MicroBatches int
 	Chunks       int
+	// CommMode is the reduction mode of FirstStep's communicators (zero: deterministic).
+	CommMode dist.Mode
 	// Wrap, when set, wraps this rank's transport (Rank, Inproc) before the communicator is
 	// made: the chaos harness acts on the real outgoing frames through dist.Intercept.
 	Wrap func(dist.Transport) dist.Transport

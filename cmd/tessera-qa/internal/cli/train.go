@@ -17,7 +17,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tessera-qa/tessera-qa/bench"
+	"github.com/tessera-qa/tessera-qa/determinism/strategies"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/dist/pipeline"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -33,7 +35,7 @@ func newTrainCmd(e *env) *cobra.Command {
 		model, meshArg, transport, dtype string
 		optName, backendArg, jsonPath    string
 		lr                               float64
-		timeStep                         bool
+		timeStep, strategiesTable        bool
 		dims                             training.Dims
 		reps                             int
 	)
@@ -71,6 +73,20 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			}
 			if timeStep {
 				return trainTimeStep(e, model, dt, dims, reps, jsonPath)
+			}
+			if strategiesTable {
+				b, err := backend.Get(backendArg)
+				if err != nil {
+					return err
+				}
+				rows, err := strategies.Table(context.Background(), model, b, []dist.Mode{dist.Deterministic, dist.Exact}, strategies.Default)
+				if err != nil {
+					return err
+				}
+				w := e.human(jsonPath)
+				fmt.Fprintf(w, "train --strategies: one step of %s (global batch %d) from the same parameters, against one rank\n", model, strategies.Dims(model).Batch)
+				strategies.Write(w, rows)
+				return e.writeJSON(jsonPath, rows)
 			}
 			world := 1
 			if meshArg != "" {
@@ -197,6 +213,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.IntVar(&dims.Width, "width", 0, "with --time-step: model width")
 	f.IntVar(&dims.Heads, "heads", 0, "with --time-step: attention heads")
 	f.IntVar(&dims.FFN, "ffn", 0, "with --time-step: feed-forward width (default 4 x width)")
+	f.BoolVar(&strategiesTable, "strategies", false, "print the determinism-across-strategies table of --model (one step on one rank, dp, tp, pp and combinations to 8 ranks, deterministic and exact modes)")
 	f.IntVar(&reps, "reps", 20, "with --time-step: timed steps per side (median)")
 	addJSONFlag(cmd, &jsonPath)
 	return cmd
