@@ -63,6 +63,8 @@ type Row struct {
 	GradBits bool    `json:"grad_bits"` // every gradient element has the one rank's bits
 	// Repeat: a second run of the strategy gave the same loss and gradient bits.
 	Repeat bool `json:"repeat"`
+	// NA says why the model cannot take the strategy (too few nodes for the stages ...).
+	NA string `json:"na,omitempty"`
 }
 
 // Dims is the model size of the table: a global batch that splits over 8 data-parallel ranks
@@ -107,6 +109,10 @@ func Table(ctx context.Context, model string, b backend.Backend, modes []dist.Mo
 				return nil, err
 			}
 			got, err := training.FirstStep(ctx, c)
+			if errs.CodeOf(err) == errs.Input {
+				out = append(out, Row{Strategy: s.String(), Mode: mode.String(), NA: err.Error()})
+				continue
+			}
 			if err != nil {
 				return nil, errs.Wrap(errs.CodeOf(err), err, "strategies: %s in %s mode", s, mode)
 			}
@@ -188,6 +194,10 @@ func Write(w io.Writer, rows []Row) {
 	fmt.Fprintln(w, "| strategy | ranks | mode | max loss diff | max grad diff | loss bits = 1 rank | grad bits = 1 rank | bits repeat |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
+		if r.NA != "" {
+			fmt.Fprintf(w, "| %s | - | %s | n/a | n/a | n/a | n/a | n/a: %s |\n", r.Strategy, r.Mode, r.NA)
+			continue
+		}
 		fmt.Fprintf(w, "| %s | %d | %s | %.3g | %.3g | %s | %s | %s |\n", r.Strategy, r.Ranks, r.Mode, r.LossDiff, r.GradDiff, yes(r.LossBits), yes(r.GradBits), yes(r.Repeat))
 	}
 }
