@@ -58,3 +58,45 @@ func TestPipelineGradientsMatchTheUnpipelinedRun(t *testing.T) {
 		}
 	}
 }
+
+// A pipelined run (dp=2,pp=2) stopped after a checkpoint and resumed ends with the uninterrupted
+// run's digest and losses: each rank's checkpoint holds its stages' parameters and optimizer.
+func TestPipelineResumesFromItsCheckpointsBitForBit(t *testing.T) {
+	ctx := context.Background()
+	whole := pipeCfg(t, "transformer-block", "dp=2,pp=2", "1f1b", 4)
+	whole.Steps = 6
+	full, err := Inproc(ctx, whole, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	first := pipeCfg(t, "transformer-block", "dp=2,pp=2", "1f1b", 4)
+	first.Steps, first.CheckpointDir, first.CheckpointEvery = 3, dir, 3
+	if _, err := Inproc(ctx, first, 4); err != nil {
+		t.Fatal(err)
+	}
+	rest := pipeCfg(t, "transformer-block", "dp=2,pp=2", "1f1b", 4)
+	rest.Steps, rest.CheckpointDir, rest.CheckpointEvery, rest.Resume = 6, dir, 3, true
+	res, err := Inproc(ctx, rest, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StartStep != 3 || len(res.Losses) != 3 {
+		t.Fatalf("resumed at %d with %d losses", res.StartStep, len(res.Losses))
+	}
+	for i, l := range res.Losses {
+		if l.Bits != full.Losses[3+i].Bits {
+			t.Errorf("step %d: %s, uninterrupted %s", l.Step, l.Bits, full.Losses[3+i].Bits)
+		}
+	}
+	if res.Digest != full.Digest {
+		t.Errorf("digest %s, uninterrupted %s", res.Digest, full.Digest)
+	}
+	// A pipeline's checkpoint is not a data-parallel run's: another mesh is refused.
+	other := pipeCfg(t, "transformer-block", "dp=4", "", 0)
+	other.Mesh = nil
+	other.Steps, other.CheckpointDir, other.Resume = 6, dir, true
+	if _, err := Inproc(ctx, other, 4); err == nil {
+		t.Errorf("a dp=4 run resumed from the pipeline's checkpoint")
+	}
+}
