@@ -67,6 +67,10 @@ type Config struct {
 	Schedule     string
 	MicroBatches int
 	Chunks       int
+	// MoE sizes the moe model (zero: DefaultMoE); MoEUnpadded sends only the filled capacity
+	// slots (counts first) instead of every expert's whole capacity buffer.
+	MoE         MoEDims
+	MoEUnpadded bool
 	// CommMode is the reduction mode of FirstStep's communicators (zero: deterministic).
 	CommMode dist.Mode
 	// Wrap, when set, wraps this rank's transport (Rank, Inproc) before the communicator is
@@ -225,6 +229,8 @@ func newRankStep(cfg Config, rank, world int, timeout time.Duration) (Config, ra
 	var st rankStep
 	var err error
 	switch {
+	case cfg.Model == MoEModel:
+		st, err = newMoEStep(cfg, timeout)
 	case pipelined(cfg):
 		st, err = newPipeStep(cfg, timeout)
 	case cfg.Mesh != nil && cfg.Mesh.AxisIndex("tp") >= 0:

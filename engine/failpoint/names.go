@@ -120,6 +120,9 @@ const (
 const (
 	DistPPGradNotDividedByMicroBatches = "dist/pp/grad-not-divided-by-micro-batches"
 	DistPPGradLastMicroBatchOnly       = "dist/pp/grad-last-micro-batch-only"
+	// Expert parallelism (training/moe*.go), caught by suites/moe.
+	DistMoEExpertGradTimesEP = "dist/moe/expert-grad-times-ep"
+	DistMoETieBreakByBackend = "dist/moe/tie-break-by-backend"
 )
 
 // Names lists every fault name, in the order above.
@@ -147,7 +150,7 @@ func Names() []string {
 		DistLastChunkReversed, DistNarrowAccumInDType, DistExactDoubleRounding, DistMaxZeroSignIgnored,
 		DistNaNPayloadKept, DistRaggedTailDropped,
 		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
-		DistPPGradNotDividedByMicroBatches, DistPPGradLastMicroBatchOnly, // issue 27
+		DistPPGradNotDividedByMicroBatches, DistPPGradLastMicroBatchOnly, DistMoEExpertGradTimesEP, DistMoETieBreakByBackend, // issue 27
 	}
 }
 
