@@ -232,14 +232,21 @@ func (s *moeStep) init(seed uint64) (map[string]*tensor.Tensor, error) {
 	return out, nil
 }
 
-// batch is this rank's groups of step's global batch: x normal, target tanh(x T / sqrt(W)).
+// batch is this rank's groups of step's global batch.
 func (s *moeStep) batch(seed uint64, step int) (*tensor.Tensor, *tensor.Tensor) {
-	W, T := s.d.Width, s.tokens()
-	gx := harness.RandomTensor(numerics.F64, []int{s.d.Groups * s.d.GroupTokens, W}, harness.SubSeed(seed, "moe-batch/"+strconv.Itoa(step)), harness.Dist{Kind: harness.DistNormal}).Float64s()
+	return MoEBatch(s.d, s.dt, seed, step, s.rank, s.nworld)
+}
+
+// MoEBatch is rank's share (of world, whole groups) of step's global batch of the moe model:
+// x drawn normal from seed and step, target tanh(x T / sqrt(W)) with a fixed teacher T, in
+// float64 and then rounded to dt.
+func MoEBatch(d MoEDims, dt numerics.DType, seed uint64, step, rank, world int) (*tensor.Tensor, *tensor.Tensor) {
+	W, T := d.Width, d.Groups/world*d.GroupTokens
+	gx := harness.RandomTensor(numerics.F64, []int{d.Groups * d.GroupTokens, W}, harness.SubSeed(seed, "moe-batch/"+strconv.Itoa(step)), harness.Dist{Kind: harness.DistNormal}).Float64s()
 	tw := harness.RandomTensor(numerics.F64, []int{W, W}, harness.SubSeed(seed, "moe-teacher"), harness.Dist{Kind: harness.DistNormal}).Float64s()
-	x, t := tensor.New(s.dt, []int{T, W}), tensor.New(s.dt, []int{T, W})
+	x, t := tensor.New(dt, []int{T, W}), tensor.New(dt, []int{T, W})
 	for r := range T {
-		g := s.rank*T + r
+		g := rank*T + r
 		for c := range W {
 			x.SetFloat64(r*W+c, gx[g*W+c])
 			var v float64
@@ -250,6 +257,13 @@ func (s *moeStep) batch(seed uint64, step int) (*tensor.Tensor, *tensor.Tensor) 
 		}
 	}
 	return x, t
+}
+
+// MoEInit is the moe model's initial parameters (all of them): weights N(0, 1/fan_in).
+func MoEInit(d MoEDims, dt numerics.DType, seed uint64) map[string]*tensor.Tensor {
+	s := &moeStep{d: d, dt: dt, own: &Model{Params: MoEParams(d)}}
+	out, _ := s.init(seed)
+	return out
 }
 
 // blocks: the rows of one ep peer's chunk, group by group, local expert by local expert:

@@ -24,6 +24,8 @@ type StepOutcome struct {
 	// data parallelism: all of them), after the averaging over dp.
 	Grads    []map[string]*tensor.Tensor
 	Pipeline *PipelineInfo // with a pp axis
+	// Routing[r] is world rank r's routing of its groups (the moe model).
+	Routing [][]*Routing
 }
 
 // FirstStep runs step 1 of cfg from the initial parameters on every rank of cfg.Mesh
@@ -31,6 +33,12 @@ type StepOutcome struct {
 // every rank's gradients, before any optimizer touches them: the checks compare them with the
 // unpipelined run's. cfg.Dims zero takes the run's default.
 func FirstStep(ctx context.Context, cfg Config) (*StepOutcome, error) {
+	return FirstStepWith(ctx, cfg, nil)
+}
+
+// FirstStepWith is FirstStep with edit applied to every rank's initial parameters (the checks
+// set a router to zero, for exact ties).
+func FirstStepWith(ctx context.Context, cfg Config, edit func(map[string]*tensor.Tensor)) (*StepOutcome, error) {
 	if cfg.Dims == (Dims{}) {
 		cfg.Dims = defaultDims(cfg)
 	}
@@ -45,7 +53,7 @@ func FirstStep(ctx context.Context, cfg Config) (*StepOutcome, error) {
 	if timeout <= 0 {
 		timeout = dist.DefaultTimeout
 	}
-	out := &StepOutcome{Grads: make([]map[string]*tensor.Tensor, world)}
+	out := &StepOutcome{Grads: make([]map[string]*tensor.Tensor, world), Routing: make([][]*Routing, world)}
 	losses := make([]*tensor.Tensor, world)
 	infos := make([]*PipelineInfo, world)
 	ts := dist.NewInproc(world)
@@ -65,6 +73,9 @@ func FirstStep(ctx context.Context, cfg Config) (*StepOutcome, error) {
 				if err != nil {
 					return err
 				}
+				if edit != nil {
+					edit(params)
+				}
 				loss, grads, err := st.step(ctx, c.Seed, 1, params)
 				if err != nil {
 					return err
@@ -72,6 +83,9 @@ func FirstStep(ctx context.Context, cfg Config) (*StepOutcome, error) {
 				losses[r], out.Grads[r] = loss, grads
 				if ps, ok := st.(*pipeStep); ok {
 					infos[r] = ps.info()
+				}
+				if ms, ok := st.(*moeStep); ok {
+					out.Routing[r] = ms.Last
 				}
 				return nil
 			}()
