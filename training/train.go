@@ -228,6 +228,9 @@ func defaultDims(cfg Config) Dims {
 func newRankStep(cfg Config, rank, world int, timeout time.Duration) (Config, rankStep, error) {
 	var st rankStep
 	var err error
+	if cfg.Model != MoEModel && cfg.Mesh != nil && cfg.Mesh.AxisIndex("ep") >= 0 {
+		return cfg, nil, errs.New(errs.Unsupported, "train: mesh %s: an ep axis places experts; only model %s has them", cfg.Mesh, MoEModel)
+	}
 	switch {
 	case cfg.Model == MoEModel:
 		st, err = newMoEStep(cfg, timeout)

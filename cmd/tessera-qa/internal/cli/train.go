@@ -54,7 +54,9 @@ row-parallel pairs), each rank holding its blocks; the final digest is of the wh
 parameters gathered from the blocks. --mesh pp=P (or dp=N,pp=P) cuts the model into pipeline
 stages run by --schedule (gpipe, 1f1b, interleaved with --chunks stages per rank) over
 --micro-batches micro-batches; the schedule is validated and dry-run before the first step
-(a schedule that would deadlock is E_DEADLOCK). Checkpoints are committed in two phases every
+(a schedule that would deadlock is E_DEADLOCK). --model moe --mesh dp=N,ep=M trains a
+mixture-of-experts layer (top-2 routing with capacity and a load-balancing loss) with its
+experts spread over ep, tokens moved by all_to_all. Checkpoints are committed in two phases every
 --checkpoint-every steps; --resume continues from the newest good one.
 
 Same seed, mesh and device class: the same loss curve and final digest, bit for bit, also
@@ -64,7 +66,9 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
   tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --checkpoint-every 10
   tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --resume
   tessera-qa train --model transformer-block --steps 20 --mesh dp=2,tp=2
-  tessera-qa train --model transformer-block --steps 10 --mesh pp=4 --schedule 1f1b --micro-batches 8 --transport tcp`,
+  tessera-qa train --model transformer-block --steps 10 --mesh pp=4 --schedule 1f1b --micro-batches 8 --transport tcp
+  tessera-qa train --model moe --steps 20 --mesh dp=2,ep=4 --transport tcp
+  tessera-qa train --model transformer-block --strategies`,
 		Args: exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			dt, err := numerics.Parse(dtype)
@@ -84,7 +88,11 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 					return err
 				}
 				w := e.human(jsonPath)
-				fmt.Fprintf(w, "train --strategies: one step of %s (global batch %d) from the same parameters, against one rank\n", model, strategies.Dims(model).Batch)
+				size := fmt.Sprintf("global batch %d", strategies.Dims(model).Batch)
+				if model == training.MoEModel {
+					size = fmt.Sprintf("%d groups of %d tokens", training.DefaultMoE.Groups, training.DefaultMoE.GroupTokens)
+				}
+				fmt.Fprintf(w, "train --strategies: one step of %s (%s) from the same parameters, against one rank\n", model, size)
 				strategies.Write(w, rows)
 				return e.writeJSON(jsonPath, rows)
 			}
@@ -95,15 +103,21 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 					return usage(cmd, "--mesh: %v", err)
 				}
 				for _, a := range m.Axes {
-					if a.Name != "dp" && a.Name != "tp" && a.Name != "pp" {
-						return usage(cmd, "--mesh %s: axis %q; train knows dp (data), tp (tensor) and pp (pipeline) parallelism", meshArg, a.Name)
+					if a.Name != "dp" && a.Name != "tp" && a.Name != "pp" && a.Name != "ep" {
+						return usage(cmd, "--mesh %s: axis %q; train knows dp (data), tp (tensor), pp (pipeline) and ep (expert) parallelism", meshArg, a.Name)
 					}
 				}
 				if m.AxisIndex("pp") >= 0 && m.AxisIndex("tp") >= 0 {
 					return usage(cmd, "--mesh %s: pp combines with dp only (tp with pp is not built)", meshArg)
 				}
 				world = m.World()
-				if m.AxisIndex("tp") >= 0 || m.AxisIndex("pp") >= 0 {
+				if (m.AxisIndex("ep") >= 0) != (model == training.MoEModel && m.AxisIndex("ep") >= 0) {
+					return usage(cmd, "--mesh %s: an ep axis places experts; only --model moe has them", meshArg)
+				}
+				if model == training.MoEModel && (m.AxisIndex("tp") >= 0 || m.AxisIndex("pp") >= 0) {
+					return usage(cmd, "--mesh %s: --model moe takes dp and ep axes", meshArg)
+				}
+				if m.AxisIndex("tp") >= 0 || m.AxisIndex("pp") >= 0 || m.AxisIndex("ep") >= 0 {
 					cfg.Mesh = m
 				}
 			}
@@ -190,7 +204,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&model, "model", "mlp", "mlp or transformer-block")
+	f.StringVar(&model, "model", "mlp", "mlp, transformer-block or moe (a mixture-of-experts layer; --mesh dp=N,ep=M)")
 	f.IntVar(&cfg.Steps, "steps", 50, "optimizer steps")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the parameters and the data")
 	f.StringVar(&meshArg, "mesh", "", "the ranks' mesh: dp=N (data parallel), dp=N,tp=M (and tensor parallel) or pp=P / dp=N,pp=P (pipeline parallel) (default: one rank)")
