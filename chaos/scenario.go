@@ -142,8 +142,8 @@ func (s *Scenario) Normalize() error {
 // Model is the workload's model name.
 func (s *Scenario) Model() (string, error) {
 	m, ok := strings.CutPrefix(s.Workload, "train:")
-	if !ok || !slices.Contains(training.Models, m) {
-		return "", errs.New(errs.Input, "chaos: workload %q (want train:%s)", s.Workload, strings.Join(training.Models, " or train:"))
+	if !ok || !(slices.Contains(training.Models, m) || m == training.MoEModel) {
+		return "", errs.New(errs.Input, "chaos: workload %q (want train:%s or train:%s)", s.Workload, strings.Join(training.Models, ", train:"), training.MoEModel)
 	}
 	return m, nil
 }
