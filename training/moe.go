@@ -319,45 +319,9 @@ func (s *moeStep) run(ctx context.Context, seed uint64, step int, params map[str
 		s.Last[g] = Route(probs[g*Tg:(g+1)*Tg], d.TopK, C, s.be.Name())
 	}
 	per := d.Experts / s.epSize
-	// What this rank sends to ep peer q: its groups' rows for q's experts.
-	sendLayout := make([]chunkLayout, s.epSize)
-	for q := range s.epSize {
-		l := chunkLayout{cap: C, padded: !s.unpadded, counts: make([][]int, gl)}
-		for g := range gl {
-			l.counts[g] = make([]int, per)
-			for le := range per {
-				l.counts[g][le] = s.Last[g].Count[q*per+le]
-			}
-		}
-		sendLayout[q] = l
-	}
-	xv := x.Float64s()
-	// dispatch: fill[q] rows from token rows.
-	chunks := make([]*tensor.Tensor, s.epSize)
-	for q := range s.epSize {
-		l := sendLayout[q]
-		n := 0
-		for g := range gl {
-			for le := range per {
-				n += l.size(g, le)
-			}
-		}
-		chunks[q] = tensor.New(dt, []int{n, W})
-	}
-	s.eachKept(func(g, t, j int, c Choice) {
-		q, le := c.Expert/per, c.Expert%per
-		row := sendLayout[q].offset(g, le) + c.Slot
-		copy(chunks[q].Data[row*W*dt.Size():(row+1)*W*dt.Size()], x.Data[(g*Tg+t)*W*dt.Size():(g*Tg+t+1)*W*dt.Size()])
-	})
-	_ = xv
-	recvLayout, got, err := s.exchange(ctx, sendLayout, chunks, nil)
+	sendLayout, recvLayout, chunks, expertIn, err := s.dispatch(ctx, x)
 	if err != nil {
 		return nil, nil, err
-	}
-	// Each local expert's rows: from every source, group by group.
-	expertIn := make([]*tensor.Tensor, per)
-	for le := range per {
-		expertIn[le] = gatherRows(got, recvLayout, le, gl, W, dt)
 	}
 	expertOut := make([]*tensor.Tensor, per)
 	for le, e := range s.localExperts() {
@@ -366,12 +330,7 @@ func (s *moeStep) run(ctx context.Context, seed uint64, step int, params map[str
 			return nil, nil, err
 		}
 	}
-	// combine: the outputs go back along the same blocks.
-	back := make([]*tensor.Tensor, s.epSize)
-	for p := range s.epSize {
-		back[p] = scatterRows(expertOut, recvLayout, p, gl, W, dt)
-	}
-	_, ret, err := s.exchange(ctx, recvLayout, back, sendLayout)
+	ret, err := s.combine(ctx, expertOut, sendLayout, recvLayout)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -475,6 +434,172 @@ func (s *moeStep) run(ctx context.Context, seed uint64, step int, params map[str
 		return nil, nil, err
 	}
 	return loss, grads, nil
+}
+
+// dispatch moves this rank's token rows (x: [tokens, W], routed by s.Last) to their experts'
+// ranks: the layouts of what it sends to and receives from each ep peer, the chunks it sent,
+// and each local expert's input rows (source by source, group by group, slot by slot).
+func (s *moeStep) dispatch(ctx context.Context, x *tensor.Tensor) (sendLayout, recvLayout []chunkLayout, chunks, expertIn []*tensor.Tensor, err error) {
+	d, dt, W := s.d, s.dt, s.d.Width
+	gl, Tg, per := len(s.Last), d.GroupTokens, d.Experts/s.epSize
+	C := s.Last[0].Capacity
+	sendLayout = make([]chunkLayout, s.epSize)
+	for q := range s.epSize {
+		l := chunkLayout{cap: C, padded: !s.unpadded, counts: make([][]int, gl)}
+		for g := range gl {
+			l.counts[g] = make([]int, per)
+			for le := range per {
+				l.counts[g][le] = s.Last[g].Count[q*per+le]
+			}
+		}
+		sendLayout[q] = l
+	}
+	chunks = make([]*tensor.Tensor, s.epSize)
+	for q := range s.epSize {
+		n := 0
+		for g := range gl {
+			for le := range per {
+				n += sendLayout[q].size(g, le)
+			}
+		}
+		chunks[q] = tensor.New(dt, []int{n, W})
+	}
+	rb := W * dt.Size()
+	s.eachKept(func(g, t, j int, c Choice) {
+		q, le := c.Expert/per, c.Expert%per
+		row := sendLayout[q].offset(g, le) + c.Slot
+		copy(chunks[q].Data[row*rb:(row+1)*rb], x.Data[(g*Tg+t)*rb:(g*Tg+t+1)*rb])
+	})
+	recvLayout, got, err := s.exchange(ctx, sendLayout, chunks, nil)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	expertIn = make([]*tensor.Tensor, per)
+	for le := range per {
+		expertIn[le] = gatherRows(got, recvLayout, le, gl, W, dt)
+	}
+	return sendLayout, recvLayout, chunks, expertIn, nil
+}
+
+// combine returns every local expert's output rows to the ranks their tokens came from: what
+// comes back from ep peer q, in the layout this rank sent to q.
+func (s *moeStep) combine(ctx context.Context, expertOut []*tensor.Tensor, sendLayout, recvLayout []chunkLayout) ([]*tensor.Tensor, error) {
+	back := make([]*tensor.Tensor, s.epSize)
+	for p := range s.epSize {
+		back[p] = scatterRows(expertOut, recvLayout, p, len(s.Last), s.d.Width, s.dt)
+	}
+	_, ret, err := s.exchange(ctx, recvLayout, back, sendLayout)
+	return ret, err
+}
+
+// RoundTrip is the MoE layer's data movement alone on every rank of cfg's mesh (goroutines,
+// in process): step 1's tokens routed (cfg.MoE, with a capacity factor that drops nothing),
+// dispatched to their experts' ranks, returned by identity experts, combined with equal weights
+// 1/k; and a cotangent dy sent back the same way (combine's adjoint, then dispatch's). It
+// returns, per rank, the tokens x, the combined y, dy and the gradient dx that came back: with
+// no drops y must be x and dx must be dy.
+func RoundTrip(ctx context.Context, cfg Config) (x, y, dy, dx []*tensor.Tensor, err error) {
+	world := 1
+	if cfg.Mesh != nil {
+		world = cfg.Mesh.World()
+	}
+	if cfg.DType == 0 {
+		cfg.DType = numerics.F32
+	}
+	x, y, dy, dx = make([]*tensor.Tensor, world), make([]*tensor.Tensor, world), make([]*tensor.Tensor, world), make([]*tensor.Tensor, world)
+	ts := dist.NewInproc(world)
+	errc := make(chan error, world)
+	for r := range world {
+		go func() {
+			c := cfg
+			if world > 1 {
+				c.Comm = dist.NewComm(ts[r], dist.Options{Mode: dist.Deterministic, Timeout: dist.DefaultTimeout})
+			}
+			err := func() error {
+				s, err := newMoEStep(c, dist.DefaultTimeout)
+				if err != nil {
+					return err
+				}
+				return s.roundTrip(ctx, x, y, dy, dx)
+			}()
+			if err != nil {
+				ts[r].Close()
+			}
+			errc <- err
+		}()
+	}
+	for range world {
+		if e := <-errc; e != nil && err == nil {
+			err = e
+		}
+	}
+	return x, y, dy, dx, err
+}
+
+func (s *moeStep) roundTrip(ctx context.Context, xs, ys, dys, dxs []*tensor.Tensor) error {
+	d, dt, W := s.d, s.dt, s.d.Width
+	x, _ := s.batch(1, 1)
+	params, _ := s.init(1)
+	out, err := s.be.Run(s.router[0], map[string]*tensor.Tensor{"x": x, "wr": params["wr"]})
+	if err != nil {
+		return err
+	}
+	probs := rows2(out[0].Float64s(), d.Experts)
+	gl, Tg, per := d.Groups/s.nworld, d.GroupTokens, d.Experts/s.epSize
+	C := Capacity(Tg, d.Experts, d.TopK, d.CapacityFactor)
+	s.Last = make([]*Routing, gl)
+	for g := range gl {
+		s.Last[g] = Route(probs[g*Tg:(g+1)*Tg], d.TopK, C, s.be.Name())
+	}
+	sendLayout, recvLayout, chunks, expertIn, err := s.dispatch(ctx, x)
+	if err != nil {
+		return err
+	}
+	ret, err := s.combine(ctx, expertIn, sendLayout, recvLayout) // identity experts
+	if err != nil {
+		return err
+	}
+	w := 1 / float64(d.TopK)
+	y := tensor.New(dt, x.Shape)
+	dy := harness.RandomTensor(dt, x.Shape, harness.SubSeed(uint64(s.rank), "moe-dy"), harness.Dist{Kind: harness.DistNormal})
+	dchunks := make([]*tensor.Tensor, s.epSize)
+	for q := range dchunks {
+		dchunks[q] = tensor.New(dt, chunks[q].Shape)
+	}
+	s.eachKept(func(g, t, j int, c Choice) {
+		q, le := c.Expert/per, c.Expert%per
+		row := sendLayout[q].offset(g, le) + c.Slot
+		for i := range W {
+			k := (g*Tg+t)*W + i
+			y.SetFloat64(k, y.Float64(k)+w*ret[q].Float64(row*W+i))
+			dchunks[q].SetFloat64(row*W+i, w*dy.Float64(k)) // combine's adjoint
+		}
+	})
+	// The cotangent goes to the experts as the forward's outputs came back, through the
+	// identity experts, and home as the tokens went (dispatch's adjoint sums a token's choices).
+	_, dgot, err := s.exchange(ctx, sendLayout, dchunks, recvLayout)
+	if err != nil {
+		return err
+	}
+	dIn := make([]*tensor.Tensor, per)
+	for le := range per {
+		dIn[le] = gatherRows(dgot, recvLayout, le, gl, W, dt)
+	}
+	dret, err := s.combine(ctx, dIn, sendLayout, recvLayout)
+	if err != nil {
+		return err
+	}
+	dx := tensor.New(dt, x.Shape)
+	s.eachKept(func(g, t, j int, c Choice) {
+		q, le := c.Expert/per, c.Expert%per
+		row := sendLayout[q].offset(g, le) + c.Slot
+		for i := range W {
+			k := (g*Tg+t)*W + i
+			dx.SetFloat64(k, dx.Float64(k)+dret[q].Float64(row*W+i))
+		}
+	})
+	xs[s.rank], ys[s.rank], dys[s.rank], dxs[s.rank] = x, y, dy, dx
+	return nil
 }
 
 // reduce averages the loss and the router gradient over every rank; an expert's gradient holds

@@ -138,6 +138,21 @@ var _ = Describe("mixture-of-experts training", func() {
 		}
 	})
 
+	It("restores the input and its gradient by dispatch then combine with equal weights 1/k (no drops), padded or not", func() {
+		for _, unpadded := range []bool{false, true} {
+			c := cfg("dp=2,ep=4", unpadded, 1)
+			c.MoE = training.DefaultMoE
+			c.MoE.CapacityFactor = float64(c.MoE.Experts) / float64(c.MoE.TopK) // capacity = group size
+			x, y, dy, dx, err := training.RoundTrip(context.Background(), c)
+			Expect(err).NotTo(HaveOccurred())
+			for r := range x {
+				Expect(y[r].Data).To(Equal(x[r].Data), "rank %d: combine(dispatch(x))", r)
+				Expect(dx[r].Data).To(Equal(dy[r].Data), "rank %d: the gradient back through both", r)
+				Expect(training.GradNorm(&training.StepOutcome{Grads: []map[string]*tensor.Tensor{{"x": x[r]}}})).To(BeNumerically(">", 1))
+			}
+		}
+	})
+
 	It("repeats its bits run after run and over tcp as in process (dp=2,ep=4, 3 steps)", func() {
 		ctx := context.Background()
 		a, err := training.Inproc(ctx, cfg("dp=2,ep=4", false, 3), 8)
