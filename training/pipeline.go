@@ -83,6 +83,10 @@ type pipeStep struct {
 	pairMax map[[2]int]int // largest payload in bytes from rank a to rank b
 	// lastMakespan is the last step's virtual time (pipeline.Simulate's units) over the pipeline.
 	lastMakespan int
+	// noOverlap averages every gradient over dp after the whole list (Config.NoOverlap);
+	// lastOverlapped counts the last step's buckets that started before its last stage pass.
+	noOverlap      bool
+	lastOverlapped int
 }
 
 func newPipeStep(cfg Config, timeout time.Duration) (*pipeStep, error) {
@@ -114,7 +118,7 @@ func newPipeStep(cfg Config, timeout time.Duration) (*pipeStep, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &pipeStep{plan: plan, ms: ms, groups: groups, be: cfg.Backend, timeout: timeout, progs: map[int]*stageProg{}, owner: map[string]int{}, pairMax: map[[2]int]int{}, dpSize: 1}
+	s := &pipeStep{noOverlap: cfg.NoOverlap, plan: plan, ms: ms, groups: groups, be: cfg.Backend, timeout: timeout, progs: map[int]*stageProg{}, owner: map[string]int{}, pairMax: map[[2]int]int{}, dpSize: 1}
 	if s.pp, err = groups.Axis("pp"); err != nil {
 		return nil, err
 	}
@@ -329,6 +333,45 @@ func (s *pipeStep) run(ctx context.Context, seed uint64, step int, params map[st
 		senders[a.Peer].q <- buf
 	}
 
+	// Overlap (with dp): a stage's gradients are final after its last backward in this list;
+	// they are averaged over dp right then, by one worker in list order (the same order on every
+	// replica), while the rest of the list runs. Sequential (Config.NoOverlap): all at the end.
+	// The averages are element by element, so both give the same bits.
+	grads := map[string]*tensor.Tensor{}
+	lastB, lastCompute := map[int]int{}, -1
+	for i, a := range list {
+		if a.Kind == pipeline.Backward {
+			lastB[a.Stage] = i
+		}
+		if a.Kind.Compute() {
+			lastCompute = i
+		}
+	}
+	mean := func(n string) *tensor.Tensor {
+		return meanOf(pg[n], dt, failpoint.Enabled(failpoint.DistPPGradNotDividedByMicroBatches), failpoint.Enabled(failpoint.DistPPGradLastMicroBatchOnly))
+	}
+	var buckets chan []*tensor.Tensor
+	bucketDone := make(chan error, 1)
+	overlapped := 0
+	if s.dp != nil && !s.noOverlap {
+		buckets = make(chan []*tensor.Tensor, len(s.stages))
+		go func() {
+			var first error
+			for b := range buckets {
+				if first == nil && len(b) > 0 {
+					first = averageAll(ctx, s.dp, s.timeout, b)
+				}
+			}
+			bucketDone <- first
+		}()
+		defer func() {
+			if buckets != nil {
+				close(buckets)
+				<-bucketDone
+			}
+		}()
+	}
+
 	for i, a := range list {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, errs.New(errs.Timeout, "pipeline: rank %d at entry %d %s: %v", s.me, i, a, err)
@@ -372,6 +415,17 @@ func (s *pipeStep) run(ctx context.Context, seed uint64, step int, params map[st
 			}
 			delete(acts, k)
 			delete(cots, k)
+			if buckets != nil && lastB[a.Stage] == i {
+				var b []*tensor.Tensor
+				for _, n := range sp.g.params {
+					grads[n] = mean(n)
+					b = append(b, grads[n])
+				}
+				if i < lastCompute {
+					overlapped++
+				}
+				buckets <- b
+			}
 			if a.Stage > 0 {
 				if plan.RankOf(a.Stage-1) == s.me {
 					cots[mbKey{a.Stage - 1, a.MB}] = gin
@@ -403,9 +457,19 @@ func (s *pipeStep) run(ctx context.Context, seed uint64, step int, params map[st
 		return nil, nil, err
 	}
 	// The gradients: micro-batches summed in order, then the mean's 1/m.
-	grads := map[string]*tensor.Tensor{}
 	for _, n := range s.own.Params {
-		grads[n] = meanOf(pg[n], dt, failpoint.Enabled(failpoint.DistPPGradNotDividedByMicroBatches), failpoint.Enabled(failpoint.DistPPGradLastMicroBatchOnly))
+		if grads[n] == nil {
+			grads[n] = mean(n)
+		}
+	}
+	s.lastOverlapped = overlapped
+	if buckets != nil {
+		close(buckets)
+		err := <-bucketDone
+		buckets = nil
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	last := plan.RankOf(S - 1)
 	loss := tensor.New(dt, nil)
@@ -428,7 +492,11 @@ func (s *pipeStep) run(ctx context.Context, seed uint64, step int, params map[st
 	}
 	s.lastMakespan = int(binary.LittleEndian.Uint32(ckOut))
 	if s.dp != nil {
-		if err := averageAll(ctx, s.dp, s.timeout, append([]*tensor.Tensor{loss}, gradList(s.own, grads)...)); err != nil {
+		ts := []*tensor.Tensor{loss}
+		if s.noOverlap {
+			ts = append(ts, gradList(s.own, grads)...)
+		}
+		if err := averageAll(ctx, s.dp, s.timeout, ts); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -548,12 +616,15 @@ type PipelineInfo struct {
 	Makespan      int     `json:"makespan"` // virtual time units of the last step
 	Bubble        float64 `json:"bubble"`   // 1 - busy / (ranks x makespan)
 	BubbleFormula float64 `json:"bubble_formula"`
+	// OverlappedBuckets: with dp, the data-parallel gradient buckets (one per stage) of rank 0's
+	// last step that started while stage passes were still to run.
+	OverlappedBuckets int `json:"overlapped_buckets"`
 }
 
 func (s *pipeStep) info() *PipelineInfo {
 	p := s.plan
 	in := &PipelineInfo{Schedule: p.Name, Ranks: p.Ranks, MicroBatches: p.Micro, Chunks: p.Chunks, Stages: p.Stages(), Makespan: s.lastMakespan,
-		BubbleFormula: pipeline.FormulaBubble(p.Name, p.Ranks, p.Micro, p.Chunks)}
+		BubbleFormula: pipeline.FormulaBubble(p.Name, p.Ranks, p.Micro, p.Chunks), OverlappedBuckets: s.lastOverlapped}
 	if s.lastMakespan > 0 {
 		in.Bubble = 1 - float64(2*p.Micro*p.Chunks)/float64(s.lastMakespan)
 	}

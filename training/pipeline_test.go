@@ -100,3 +100,31 @@ func TestPipelineResumesFromItsCheckpointsBitForBit(t *testing.T) {
 		t.Errorf("a dp=4 run resumed from the pipeline's checkpoint")
 	}
 }
+
+// With dp, each stage's gradients are averaged over dp as soon as its last backward ran, while
+// the rest of the rank's list runs (interleaved: chunk 1's stages finish before chunk 0's); the
+// bits are those of averaging everything after the step.
+func TestOverlappedGradientBucketsHaveTheSequentialBits(t *testing.T) {
+	ctx := context.Background()
+	run := func(noOverlap bool) *Result {
+		c := pipeCfg(t, "transformer-block", "dp=2,pp=2", "interleaved", 4)
+		c.Steps, c.NoOverlap = 3, noOverlap
+		r, err := Inproc(ctx, c, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	over, seq := run(false), run(true)
+	if over.Digest != seq.Digest {
+		t.Errorf("overlapped digest %s, sequential %s", over.Digest, seq.Digest)
+	}
+	for i := range seq.Losses {
+		if over.Losses[i].Bits != seq.Losses[i].Bits {
+			t.Errorf("step %d: %s vs %s", i+1, over.Losses[i].Bits, seq.Losses[i].Bits)
+		}
+	}
+	if over.Pipeline.OverlappedBuckets < 1 || seq.Pipeline.OverlappedBuckets != 0 {
+		t.Errorf("overlapped buckets: %d with overlap, %d without", over.Pipeline.OverlappedBuckets, seq.Pipeline.OverlappedBuckets)
+	}
+}

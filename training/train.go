@@ -71,6 +71,9 @@ type Config struct {
 	// slots (counts first) instead of every expert's whole capacity buffer.
 	MoE         MoEDims
 	MoEUnpadded bool
+	// NoOverlap, with pp and dp: average the gradients over dp after the whole step instead of
+	// each stage's as soon as its last backward ran (the same bits either way).
+	NoOverlap bool
 	// CommMode is the reduction mode of FirstStep's communicators (zero: deterministic).
 	CommMode dist.Mode
 	// Wrap, when set, wraps this rank's transport (Rank, Inproc) before the communicator is
