@@ -142,8 +142,8 @@ func (s *Scenario) Normalize() error {
 // Model is the workload's model name.
 func (s *Scenario) Model() (string, error) {
 	m, ok := strings.CutPrefix(s.Workload, "train:")
-	if !ok || !slices.Contains(training.Models, m) {
-		return "", errs.New(errs.Input, "chaos: workload %q (want train:%s)", s.Workload, strings.Join(training.Models, " or train:"))
+	if !ok || !(slices.Contains(training.Models, m) || m == training.MoEModel) {
+		return "", errs.New(errs.Input, "chaos: workload %q (want train:%s or train:%s)", s.Workload, strings.Join(training.Models, ", train:"), training.MoEModel)
 	}
 	return m, nil
 }
@@ -152,6 +152,10 @@ func (s *Scenario) Model() (string, error) {
 func (s *Scenario) Dims() training.Dims {
 	m, _ := s.Model()
 	d := training.DefaultDims(m)
+	if ms, err := mesh.ParseMesh(s.Mesh); err == nil && ms.AxisIndex("pp") >= 0 {
+		// A pipeline: the batch splits into dp ranks x the default 2 x pp micro-batches.
+		d = training.PipelineDims(m, max(1, ms.Size("dp")), 2*ms.Size("pp"))
+	}
 	if r := d.Batch % s.World; r != 0 {
 		d.Batch += s.World - r
 	}

@@ -16,7 +16,8 @@ import (
 // The training suite of the main job: the reference workload (training) for a few steps
 // on the cpu backend: each model twice (the loss bits and final digest must repeat), the mlp
 // data-parallel over 2 in-process ranks, the transformer block on a dp=2,tp=2 mesh (tensor
-// parallel, 4 in-process ranks) twice, and the mlp stopped at a checkpoint and resumed (the
+// parallel, 4 in-process ranks) twice, the transformer block on a dp=2,pp=2 mesh (a 1F1B
+// pipeline per replica) twice, the moe model on dp=2,ep=4 twice, and the mlp stopped at a checkpoint and resumed (the
 // digest must equal the uninterrupted run's). The SIGKILL version runs in suites/training.
 const trainingSteps = 12
 
@@ -61,6 +62,32 @@ func (r *runner) trainingTasks() []task {
 			}
 			return a.Digest, b.Digest, sameLosses(a, b)
 		}, "transformer-block", "dp=2,tp=2")
+	}, func() harness.Result {
+		// Issue 27: a pipeline (1F1B, 4 micro-batches) on each of two data-parallel replicas.
+		return trainingResult("transformer-block/dp2xpp2-1f1b-inproc/repeat", func(cfg training.Config) (string, string, error) {
+			a, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
+			if err != nil {
+				return "", "", err
+			}
+			b, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
+			if err != nil {
+				return "", "", err
+			}
+			return a.Digest, b.Digest, sameLosses(a, b)
+		}, "transformer-block", "dp=2,pp=2")
+	}, func() harness.Result {
+		// Issue 27: the mixture-of-experts layer with its experts over ep=4, twice.
+		return trainingResult("moe/dp2xep4-inproc/repeat", func(cfg training.Config) (string, string, error) {
+			a, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
+			if err != nil {
+				return "", "", err
+			}
+			b, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
+			if err != nil {
+				return "", "", err
+			}
+			return a.Digest, b.Digest, sameLosses(a, b)
+		}, training.MoEModel, "dp=2,ep=4")
 	}, func() harness.Result {
 		return trainingResult("mlp/resume", func(cfg training.Config) (string, string, error) {
 			whole, err := training.Inproc(context.Background(), cfg, 1)

@@ -224,7 +224,25 @@ var catalogue = []Fault{
 		Breaks: "div rounding_mode=\"floor\" rounds toward zero, as C's '/' does: a negative quotient that is not an integer comes out one too high (-7 floor-div 2 gives -3), every other element stays right; the integer path (elementwise.go binaryIntRow) has the same hook"},
 	{Name: fp.ReduceEmptyAxesFirstOnly, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerReduce", Ops: []string{"reduce_sum", "reduce_max", "reduce_mean"},
 		Breaks: "a reduction written axes=[] is lowered over axis 0 only (the output type stays right): the kernel folds one column of the input, not every element"},
+	// issue 27: pipeline parallelism's gradient bugs (TorchTitan, NeMo, AReaL and PyTorch each
+	// fixed one), caught by suites/pipeline against the unpipelined run.
+	{Name: fp.DistPPGradNotDividedByMicroBatches, Layer: LayerDist, Hook: "training/pipeline.go meanOf", Ops: pipelineOps, First: []string{"pipeline"},
+		Breaks: "a pipeline stage sums its micro-batches' gradients without the mean's 1/m: every gradient m times too large while the loss stays right, so the loss curve of a run with a small lr still looks fine"},
+	{Name: fp.DistPPGradLastMicroBatchOnly, Layer: LayerDist, Hook: "training/pipeline.go meanOf", Ops: pipelineOps, First: []string{"pipeline"},
+		Breaks: "a pipeline stage keeps only the last micro-batch's gradients (assigned, not accumulated) and divides them by m: the gradient of one micro-batch, scaled down"},
+	// issue 27: expert parallelism's bugs (DeepSpeed and PyTorch fixed expert gradients ep
+	// times too large), caught by suites/moe.
+	{Name: fp.DistMoEExpertGradTimesEP, Layer: LayerDist, Hook: "training/moe.go (*moeStep).reduce", Ops: moeOps, First: []string{"moe"},
+		Breaks: "expert gradients are averaged over dp only, not over the world: an expert's gradient holds the tokens of its whole ep group, so it comes out ep times too large while the router's and the loss stay right"},
+	{Name: fp.DistMoETieBreakByBackend, Layer: LayerDist, Hook: "training/moe_route.go TopK", Ops: moeOps, First: []string{"moe"},
+		Breaks: "top-k breaks exact ties to the higher expert on the cpu backend and to the lower elsewhere, as a device top-k kernel with another tie order would: tokens with equal router scores go to other experts on another backend"},
 }
+
+// moeOps are the ops of the moe model's graphs (router, experts, loss).
+var moeOps = []string{"matmul", "softmax", "gelu", "mse_loss"}
+
+// pipelineOps are the ops whose gradients a pipeline stage accumulates (training's models).
+var pipelineOps = []string{"matmul", "add", "gelu", "layernorm", "attention", "mse_loss"}
 
 // optimOps are the ops of an optimizer's update graph.
 var optimOps = []string{"mul", "add", "div", "sqrt", "cast"}

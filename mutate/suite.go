@@ -64,6 +64,11 @@ var suites = []Suite{
 	{Name: "training", Kind: KindGinkgo, Packages: []string{"suites/training"},
 		Args: []string{"-ginkgo.focus=as one rank|as torch.optim|pinned for this device class"}, Env: []string{"TESSERA_QA_BIN=-"},
 		What: "data-parallel and tensor-parallel training against one rank on the whole batch, every optimizer configuration against torch.optim's algorithm (suites/training)"},
+	// Issue 27: pipeline-parallel training against the unpipelined run, all in process.
+	{Name: "pipeline", Kind: KindGinkgo, Packages: []string{"suites/pipeline"},
+		What: "pipeline-parallel training against the unpipelined run: every rank's gradients, the gradient norm over micro-batch counts and pp sizes, bits over tcp (suites/pipeline)"},
+	{Name: "moe", Kind: KindGinkgo, Packages: []string{"suites/moe"},
+		What: "mixture-of-experts training against one rank, an independent float64 reference and across backends: gradients over ep sizes, capacity, exact ties, a rank without tokens (suites/moe)"},
 	{Name: "sharded", Kind: KindGinkgo, Packages: []string{"suites/sharded"}, Args: []string{"-ginkgo.focus=Each rule of the shard pass|sharded catalogue"},
 		What: "each rule of the shard pass under every legal layout of its inputs against one device (suites/sharded)"},
 	// Only the frame-field specs: the rest of the suite runs the CLI.

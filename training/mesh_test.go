@@ -118,9 +118,14 @@ func TestTensorParallelRefusals(t *testing.T) {
 	if _, err := Inproc(ctx, cfg, world); errs.CodeOf(err) != errs.Shape || !strings.Contains(err.Error(), "mesh axis tp") {
 		t.Errorf("tp=3 over a hidden width of 64: %v", err)
 	}
+	cfg, world = meshCfg(t, "mlp", "sp=2,tp=2", 2)
+	if _, err := Inproc(ctx, cfg, world); errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), `"sp"`) {
+		t.Errorf("an sp axis: %v", err)
+	}
+	// Pipelines (pipeline.go) combine with dp only.
 	cfg, world = meshCfg(t, "mlp", "pp=2,tp=2", 2)
-	if _, err := Inproc(ctx, cfg, world); errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), `"pp"`) {
-		t.Errorf("a pp axis: %v", err)
+	if _, err := Inproc(ctx, cfg, world); errs.CodeOf(err) != errs.Unsupported || !strings.Contains(err.Error(), `"tp" with pp`) {
+		t.Errorf("pp with tp: %v", err)
 	}
 }
 

@@ -61,6 +61,21 @@ type Config struct {
 	// checkpoint once this rank's save returned (committed): the chaos harness records its
 	// history from these calls and injects faults at them.
 	Observe func(Observation)
+	// Schedule, MicroBatches, Chunks: with a pp axis in Mesh, the pipeline schedule (gpipe,
+	// 1f1b (default) or interleaved), the micro-batches per step (0: 2 x pp) and the stages per
+	// rank (0: 1, or 2 for interleaved); training/pipeline.go.
+	Schedule     string
+	MicroBatches int
+	Chunks       int
+	// MoE sizes the moe model (zero: DefaultMoE); MoEUnpadded sends only the filled capacity
+	// slots (counts first) instead of every expert's whole capacity buffer.
+	MoE         MoEDims
+	MoEUnpadded bool
+	// NoOverlap, with pp and dp: average the gradients over dp after the whole step instead of
+	// each stage's as soon as its last backward ran (the same bits either way).
+	NoOverlap bool
+	// CommMode is the reduction mode of FirstStep's communicators (zero: deterministic).
+	CommMode dist.Mode
 	// Wrap, when set, wraps this rank's transport (Rank, Inproc) before the communicator is
 	// made: the chaos harness acts on the real outgoing frames through dist.Intercept.
 	Wrap func(dist.Transport) dist.Transport
@@ -88,6 +103,8 @@ type Result struct {
 	Digest    string   `json:"digest"`     // of the final parameters, in parameter order
 	Notices   []string `json:"notices,omitempty"`
 	Device    string   `json:"device"`
+	// Pipeline, with a pp axis: the schedule and its bubble in the last step.
+	Pipeline *PipelineInfo `json:"pipeline,omitempty"`
 }
 
 // Loss is one step's loss, also as the bits of its float32/float64 value.
@@ -100,7 +117,7 @@ type Loss struct {
 // Run trains cfg.Steps steps (fewer when resuming) on this rank and returns the result.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Dims == (Dims{}) {
-		cfg.Dims = DefaultDims(cfg.Model)
+		cfg.Dims = defaultDims(cfg)
 	}
 	if cfg.DType == 0 {
 		cfg.DType = numerics.F32
@@ -129,13 +146,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if timeout <= 0 {
 		timeout = dist.DefaultTimeout
 	}
-	var st rankStep
-	var err error
-	if cfg.Mesh != nil && cfg.Mesh.AxisIndex("tp") >= 0 {
-		st, err = newMeshStep(cfg, cfg.Mesh, timeout)
-	} else {
-		st, err = newDataStep(cfg, rank, world, timeout)
-	}
+	cfg, st, err := newRankStep(cfg, rank, world, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -197,10 +208,43 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			time.Sleep(time.Minute) // the signal is on its way
 		}
 	}
+	if ps, ok := st.(*pipeStep); ok {
+		res.Pipeline = ps.info()
+	}
 	if res.Digest, err = st.digest(ctx, params); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// defaultDims is DefaultDims, or PipelineDims with a pp axis.
+func defaultDims(cfg Config) Dims {
+	if pipelined(cfg) {
+		_, m, _ := pipeShape(cfg)
+		return PipelineDims(cfg.Model, max(1, cfg.Mesh.Size("dp")), m)
+	}
+	return DefaultDims(cfg.Model)
+}
+
+// newRankStep is how this rank computes a step for cfg: pipeline (a pp axis), mesh (a tp axis)
+// or data parallelism.
+func newRankStep(cfg Config, rank, world int, timeout time.Duration) (Config, rankStep, error) {
+	var st rankStep
+	var err error
+	if cfg.Model != MoEModel && cfg.Mesh != nil && cfg.Mesh.AxisIndex("ep") >= 0 {
+		return cfg, nil, errs.New(errs.Unsupported, "train: mesh %s: an ep axis places experts; only model %s has them", cfg.Mesh, MoEModel)
+	}
+	switch {
+	case cfg.Model == MoEModel:
+		st, err = newMoEStep(cfg, timeout)
+	case pipelined(cfg):
+		st, err = newPipeStep(cfg, timeout)
+	case cfg.Mesh != nil && cfg.Mesh.AxisIndex("tp") >= 0:
+		st, err = newMeshStep(cfg, cfg.Mesh, timeout)
+	default:
+		st, err = newDataStep(cfg, rank, world, timeout)
+	}
+	return cfg, st, err
 }
 
 // Digest is the combined digest of the parameters in the model's order.

@@ -115,6 +115,16 @@ const (
 	DistRaggedTailDropped   = "dist/pipeline/ragged-tail-dropped"
 )
 
+// Pipeline parallelism (issue 27, training/pipeline.go): the gradient bugs the frameworks
+// fixed, caught by suites/pipeline against the unpipelined run.
+const (
+	DistPPGradNotDividedByMicroBatches = "dist/pp/grad-not-divided-by-micro-batches"
+	DistPPGradLastMicroBatchOnly       = "dist/pp/grad-last-micro-batch-only"
+	// Expert parallelism (training/moe*.go), caught by suites/moe.
+	DistMoEExpertGradTimesEP = "dist/moe/expert-grad-times-ep"
+	DistMoETieBreakByBackend = "dist/moe/tie-break-by-backend"
+)
+
 // Names lists every fault name, in the order above.
 func Names() []string {
 	return []string{
@@ -140,6 +150,7 @@ func Names() []string {
 		DistLastChunkReversed, DistNarrowAccumInDType, DistExactDoubleRounding, DistMaxZeroSignIgnored,
 		DistNaNPayloadKept, DistRaggedTailDropped,
 		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
+		DistPPGradNotDividedByMicroBatches, DistPPGradLastMicroBatchOnly, DistMoEExpertGradTimesEP, DistMoETieBreakByBackend, // issue 27
 	}
 }
 

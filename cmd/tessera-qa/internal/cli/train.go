@@ -6,6 +6,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,8 +17,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tessera-qa/tessera-qa/bench"
+	"github.com/tessera-qa/tessera-qa/determinism/strategies"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
+	"github.com/tessera-qa/tessera-qa/engine/dist/pipeline"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/training"
@@ -31,7 +35,7 @@ func newTrainCmd(e *env) *cobra.Command {
 		model, meshArg, transport, dtype string
 		optName, backendArg, jsonPath    string
 		lr                               float64
-		timeStep                         bool
+		timeStep, strategiesTable        bool
 		dims                             training.Dims
 		reps                             int
 	)
@@ -47,7 +51,12 @@ machinery, or joined under a launcher). --mesh dp=N,tp=M adds tensor parallelism
 (forward, loss, gradient) is compiled for the N x M mesh by the compiler's shard pass, the
 batch split over dp, the weights as Megatron-LM splits them over tp (column- then
 row-parallel pairs), each rank holding its blocks; the final digest is of the whole
-parameters gathered from the blocks. Checkpoints are committed in two phases every
+parameters gathered from the blocks. --mesh pp=P (or dp=N,pp=P) cuts the model into pipeline
+stages run by --schedule (gpipe, 1f1b, interleaved with --chunks stages per rank) over
+--micro-batches micro-batches; the schedule is validated and dry-run before the first step
+(a schedule that would deadlock is E_DEADLOCK). --model moe --mesh dp=N,ep=M trains a
+mixture-of-experts layer (top-2 routing with capacity and a load-balancing loss) with its
+experts spread over ep, tokens moved by all_to_all. Checkpoints are committed in two phases every
 --checkpoint-every steps; --resume continues from the newest good one.
 
 Same seed, mesh and device class: the same loss curve and final digest, bit for bit, also
@@ -56,7 +65,10 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 		Example: `  tessera-qa train --model mlp --steps 50 --seed 1
   tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --checkpoint-every 10
   tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --resume
-  tessera-qa train --model transformer-block --steps 20 --mesh dp=2,tp=2`,
+  tessera-qa train --model transformer-block --steps 20 --mesh dp=2,tp=2
+  tessera-qa train --model transformer-block --steps 10 --mesh pp=4 --schedule 1f1b --micro-batches 8 --transport tcp
+  tessera-qa train --model moe --steps 20 --mesh dp=2,ep=4 --transport tcp
+  tessera-qa train --model transformer-block --strategies`,
 		Args: exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			dt, err := numerics.Parse(dtype)
@@ -66,6 +78,24 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			if timeStep {
 				return trainTimeStep(e, model, dt, dims, reps, jsonPath)
 			}
+			if strategiesTable {
+				b, err := backend.Get(backendArg)
+				if err != nil {
+					return err
+				}
+				rows, err := strategies.Table(context.Background(), model, b, []dist.Mode{dist.Deterministic, dist.Exact}, strategies.Default)
+				if err != nil {
+					return err
+				}
+				w := e.human(jsonPath)
+				size := fmt.Sprintf("global batch %d", strategies.Dims(model).Batch)
+				if model == training.MoEModel {
+					size = fmt.Sprintf("%d groups of %d tokens", training.DefaultMoE.Groups, training.DefaultMoE.GroupTokens)
+				}
+				fmt.Fprintf(w, "train --strategies: one step of %s (%s) from the same parameters, against one rank\n", model, size)
+				strategies.Write(w, rows)
+				return e.writeJSON(jsonPath, rows)
+			}
 			world := 1
 			if meshArg != "" {
 				m, err := mesh.ParseMesh(meshArg)
@@ -73,14 +103,32 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 					return usage(cmd, "--mesh: %v", err)
 				}
 				for _, a := range m.Axes {
-					if a.Name != "dp" && a.Name != "tp" {
-						return usage(cmd, "--mesh %s: axis %q; train knows dp (data) and tp (tensor) parallelism", meshArg, a.Name)
+					if a.Name != "dp" && a.Name != "tp" && a.Name != "pp" && a.Name != "ep" {
+						return usage(cmd, "--mesh %s: axis %q; train knows dp (data), tp (tensor), pp (pipeline) and ep (expert) parallelism", meshArg, a.Name)
 					}
 				}
+				if m.AxisIndex("pp") >= 0 && m.AxisIndex("tp") >= 0 {
+					return usage(cmd, "--mesh %s: pp combines with dp only (tp with pp is not built)", meshArg)
+				}
 				world = m.World()
-				if m.AxisIndex("tp") >= 0 {
+				if (m.AxisIndex("ep") >= 0) != (model == training.MoEModel && m.AxisIndex("ep") >= 0) {
+					return usage(cmd, "--mesh %s: an ep axis places experts; only --model moe has them", meshArg)
+				}
+				if model == training.MoEModel && (m.AxisIndex("tp") >= 0 || m.AxisIndex("pp") >= 0) {
+					return usage(cmd, "--mesh %s: --model moe takes dp and ep axes", meshArg)
+				}
+				if m.AxisIndex("tp") >= 0 || m.AxisIndex("pp") >= 0 || m.AxisIndex("ep") >= 0 {
 					cfg.Mesh = m
 				}
+			}
+			if cfg.Mesh == nil || cfg.Mesh.AxisIndex("pp") < 0 {
+				if cmd.Flags().Changed("schedule") || cmd.Flags().Changed("micro-batches") || cmd.Flags().Changed("chunks") {
+					return usage(cmd, "--schedule, --micro-batches and --chunks need a pp axis in --mesh")
+				}
+			} else if !slices.Contains(pipeline.Schedules, cfg.Schedule) {
+				return usage(cmd, "--schedule %q: want one of %v", cfg.Schedule, pipeline.Schedules)
+			} else if cfg.MicroBatches < 0 || cfg.Chunks < 0 {
+				return usage(cmd, "--micro-batches and --chunks must be >= 0")
 			}
 			if transport != "inproc" && transport != "tcp" {
 				return usage(cmd, "--transport %q: want inproc or tcp", transport)
@@ -147,15 +195,22 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			for _, l := range res.Losses {
 				fmt.Fprintf(w, "step %4d  loss %.8g  (%s)\n", l.Step, l.Value, l.Bits)
 			}
+			if p := res.Pipeline; p != nil {
+				fmt.Fprintf(w, "train: pipeline %s, %d ranks x %d chunks = %d stages, %d micro-batches; bubble %.4f in virtual time (formula %.4f)\n",
+					p.Schedule, p.Ranks, p.Chunks, p.Stages, p.MicroBatches, p.Bubble, p.BubbleFormula)
+			}
 			fmt.Fprintf(w, "train: final digest %s\n", res.Digest)
 			return e.writeJSON(jsonPath, res)
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&model, "model", "mlp", "mlp or transformer-block")
+	f.StringVar(&model, "model", "mlp", "mlp, transformer-block or moe (a mixture-of-experts layer; --mesh dp=N,ep=M)")
 	f.IntVar(&cfg.Steps, "steps", 50, "optimizer steps")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the parameters and the data")
-	f.StringVar(&meshArg, "mesh", "", "the ranks' mesh: dp=N (data parallel) or dp=N,tp=M (and tensor parallel) (default: one rank)")
+	f.StringVar(&meshArg, "mesh", "", "the ranks' mesh: dp=N (data parallel), dp=N,tp=M (and tensor parallel) or pp=P / dp=N,pp=P (pipeline parallel) (default: one rank)")
+	f.StringVar(&cfg.Schedule, "schedule", "1f1b", "with a pp axis: the pipeline schedule, gpipe, 1f1b or interleaved")
+	f.IntVar(&cfg.MicroBatches, "micro-batches", 0, "with a pp axis: micro-batches per step (0: 2 x pp)")
+	f.IntVar(&cfg.Chunks, "chunks", 0, "with a pp axis: stages per rank (0: 1, or 2 for interleaved)")
 	f.StringVar(&transport, "transport", "inproc", "inproc (goroutine ranks) or tcp (process ranks)")
 	f.StringVar(&dtype, "dtype", "f32", "parameter and activation dtype")
 	f.StringVar(&optName, "optimizer", "adamw", "adamw or sgd")
@@ -172,6 +227,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.IntVar(&dims.Width, "width", 0, "with --time-step: model width")
 	f.IntVar(&dims.Heads, "heads", 0, "with --time-step: attention heads")
 	f.IntVar(&dims.FFN, "ffn", 0, "with --time-step: feed-forward width (default 4 x width)")
+	f.BoolVar(&strategiesTable, "strategies", false, "print the determinism-across-strategies table of --model (one step on one rank, dp, tp, pp and combinations to 8 ranks, deterministic and exact modes)")
 	f.IntVar(&reps, "reps", 20, "with --time-step: timed steps per side (median)")
 	addJSONFlag(cmd, &jsonPath)
 	return cmd
