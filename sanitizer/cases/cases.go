@@ -7,10 +7,13 @@
 package cases
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
@@ -284,4 +287,36 @@ func OnPaths(cs []Case, paths ...string) []string {
 		}
 	}
 	return n
+}
+
+// BackendEnv names the backend the child runs on (default cuda); the plumbing's own tests
+// run the child on cpu under a stand-in tool.
+const BackendEnv = "TESSERA_SANITIZER_BACKEND"
+
+// ChildBackend is the backend name a child takes.
+func ChildBackend(getenv func(string) string) string {
+	if b := getenv(BackendEnv); b != "" {
+		return b
+	}
+	return "cuda"
+}
+
+// Check runs child (a command that runs Child when ChildEnv is set: a test binary that starts
+// itself again) under the tool at path on the cases named, with the CUDA allocator's exact
+// sizes and env added, for at most limit; it writes the tool's whole output to log (when not
+// empty) and judges it.
+func Check(ctx context.Context, path string, t sanitizer.Tool, child, names, env []string, limit time.Duration, log string) (sanitizer.ToolResult, error) {
+	env = append(slices.Clone(env), ChildEnv+"="+strings.Join(names, ","), "TESSERA_CUDA_EXACT_ALLOC=1")
+	r, err := sanitizer.Exec(ctx, path, t, child, env, limit)
+	if err != nil {
+		return sanitizer.ToolResult{}, err
+	}
+	if log != "" {
+		if err := os.WriteFile(log, []byte(r.Output), 0o644); err != nil {
+			return sanitizer.ToolResult{}, errs.New(errs.Internal, "sanitizer: writing %s: %v", log, err)
+		}
+	}
+	res := sanitizer.Judge(r, names)
+	res.Log = log
+	return res, nil
 }
