@@ -203,23 +203,6 @@ func Names(cs []Case) []string {
 	return n
 }
 
-// Pick returns the cases named, in the order given; an unknown name is E_INPUT.
-func Pick(cs []Case, names []string) ([]Case, error) {
-	by := map[string]Case{}
-	for _, c := range cs {
-		by[c.Name] = c
-	}
-	var out []Case
-	for _, n := range names {
-		c, ok := by[n]
-		if !ok {
-			return nil, errs.New(errs.Input, "sanitizer: no case named %q", n)
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
 // Run runs each case on b (against the golden model) and writes one case line per case to w
 // (sanitizer.CaseLine), the child's side of the protocol. It returns how many were not a pass.
 func Run(w io.Writer, cs []Case, b backend.Backend) int {
@@ -255,26 +238,54 @@ func PerPath(getenv func(string) string) (int, error) {
 	return n, nil
 }
 
+// Lookup builds the cases named, in the order given, from the dedicated graphs and the
+// catalogue by name alone: a child must not select again, since the paths a kernel takes
+// change while a planted fault is on (the fast lowerings step aside), and so would the set.
+// An unknown name is E_INPUT. Paths are left empty.
+func Lookup(names []string) ([]Case, error) {
+	by := map[string]harness.Case{}
+	for _, c := range dedicated() {
+		by[c.Name] = c
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	for _, s := range golden.Catalogue() {
+		if want[s.Name] && s.World() == 0 {
+			c := s.Case()
+			c.Suite = "sanitizer"
+			by[s.Name] = c
+		}
+	}
+	var out []Case
+	for _, n := range names {
+		c, ok := by[n]
+		if !ok {
+			return nil, errs.New(errs.Input, "sanitizer: no case named %q", n)
+		}
+		out = append(out, Case{Name: n, Case: c})
+	}
+	return out, nil
+}
+
 // Child is the child's whole job: run the named cases (names as in ChildEnv) on b and write
 // their case lines to w. It returns the process's exit code: 0 all passed, 1 a case did not,
 // 2 bad names, 3 no device (the line says why).
-func Child(w io.Writer, names string, perPath int, b backend.Backend) int {
-	all, err := Select(perPath)
-	if err == nil {
-		var cs []Case
-		if cs, err = Pick(all, strings.Split(names, ",")); err == nil {
-			if err := b.Available(); err != nil {
-				fmt.Fprintln(w, "tessera-sanitizer-child:", err)
-				return 3
-			}
-			if Run(w, cs, b) > 0 {
-				return 1
-			}
-			return 0
-		}
+func Child(w io.Writer, names string, b backend.Backend) int {
+	cs, err := Lookup(strings.Split(names, ","))
+	if err != nil {
+		fmt.Fprintln(w, "tessera-sanitizer-child:", err)
+		return 2
 	}
-	fmt.Fprintln(w, "tessera-sanitizer-child:", err)
-	return 2
+	if err := b.Available(); err != nil {
+		fmt.Fprintln(w, "tessera-sanitizer-child:", err)
+		return 3
+	}
+	if Run(w, cs, b) > 0 {
+		return 1
+	}
+	return 0
 }
 
 // OnPaths returns the names of the cases that take any of the paths given, in order: the

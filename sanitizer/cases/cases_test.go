@@ -47,21 +47,6 @@ func TestSelectCoversEveryPathWithRaggedShapes(t *testing.T) {
 	t.Logf("%d cases: %v; paths %v", len(cs), names, count)
 }
 
-func TestPickKeepsTheOrderAndRefusesUnknownNames(t *testing.T) {
-	cs, err := Select(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := Names(cs)
-	got, err := Pick(cs, []string{n[2], n[0]})
-	if err != nil || len(got) != 2 || got[0].Name != n[2] || got[1].Name != n[0] {
-		t.Errorf("Pick: %v %v", Names(got), err)
-	}
-	if _, err := Pick(cs, []string{"no/such/case"}); err == nil || !strings.Contains(err.Error(), "E_INPUT") {
-		t.Errorf("unknown name: %v", err)
-	}
-}
-
 // The child's side on the CPU backend (engine/ref judges it): every case passes and writes
 // a case line the parent's parser reads back.
 func TestRunWritesACaseLinePerCase(t *testing.T) {
@@ -114,11 +99,32 @@ func TestChild(t *testing.T) {
 		t.Fatalf("OnPaths(simt-reduce) = %v", red)
 	}
 	var out bytes.Buffer
-	if code := Child(&out, strings.Join(red, ","), 1, &cpu.Backend{}); code != 0 || len(sanitizer.Cases(strings.Split(out.String(), "\n"))) != len(red) {
+	if code := Child(&out, strings.Join(red, ","), &cpu.Backend{}); code != 0 || len(sanitizer.Cases(strings.Split(out.String(), "\n"))) != len(red) {
 		t.Errorf("exit %d:\n%s", code, out.String())
 	}
 	out.Reset()
-	if code := Child(&out, "no/such", 1, &cpu.Backend{}); code != 2 || !strings.Contains(out.String(), "E_INPUT") {
+	if code := Child(&out, "no/such", &cpu.Backend{}); code != 2 || !strings.Contains(out.String(), "E_INPUT") {
 		t.Errorf("unknown name: exit %d %q", code, out.String())
+	}
+}
+
+// Lookup builds the same cases Select chose, by name alone (a child with a planted fault on
+// would select others), with the same inputs.
+func TestLookupRebuildsTheSelectedCases(t *testing.T) {
+	cs, err := Select(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Lookup(Names(cs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range got {
+		if c.Name != cs[i].Name || c.Case.Seed != cs[i].Case.Seed || len(c.Case.Inputs) != len(cs[i].Case.Inputs) || len(c.Case.Tolerances) != len(cs[i].Case.Tolerances) {
+			t.Errorf("case %d: %s seed %d, want %s seed %d", i, c.Name, c.Case.Seed, cs[i].Name, cs[i].Case.Seed)
+		}
+	}
+	if _, err := Lookup([]string{"no/such"}); err == nil || !strings.Contains(err.Error(), "E_INPUT") {
+		t.Errorf("unknown: %v", err)
 	}
 }

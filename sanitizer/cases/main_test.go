@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 			os.Stdout.WriteString("tessera-sanitizer-child: " + err.Error() + "\n")
 			os.Exit(3)
 		}
-		os.Exit(Child(os.Stdout, names, 1, b))
+		os.Exit(Child(os.Stdout, names, b))
 	}
 	os.Exit(m.Run())
 }

@@ -31,15 +31,10 @@ func TestSanitizer(t *testing.T) {
 
 // child is this binary started by a tool: it runs the cases named and exits.
 func child(names string) int {
-	n, err := cases.PerPath(os.Getenv)
-	if err != nil {
-		os.Stdout.WriteString("tessera-sanitizer-child: " + err.Error() + "\n")
-		return 2
-	}
 	b, err := backend.Get(cases.ChildBackend(os.Getenv))
 	if err != nil {
 		os.Stdout.WriteString("tessera-sanitizer-child: " + err.Error() + "\n")
 		return 3
 	}
-	return cases.Child(os.Stdout, names, n, b)
+	return cases.Child(os.Stdout, names, b)
 }
