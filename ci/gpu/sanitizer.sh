@@ -11,8 +11,9 @@
 # Time: it must fit one 10-minute device command. The case set is one ragged case per PTX
 # generator path (TESSERA_SANITIZER_PER_PATH=1: the dedicated 130x200x72 bf16 GEMM, a 68x132
 # transpose and a 7x13 elementwise op, then catalogue cases for the SIMT, stream, row,
-# reduction, mma.sync, wgmma attention and fp8 GEMM paths: 9 cases; 2 per path gives 15), each tool bounded to TESSERA_SANITIZER_TIMEOUT s (default 100) and each planted run
-# to 60 s: at most 4 x 100 + 2 x 60 = 520 s, under the whole script's SANITIZER_LIMIT (550 s).
+# reduction, mma.sync, wgmma attention and fp8 GEMM paths: 9 cases; 2 per path gives 15),
+# each tool bounded to TESSERA_SANITIZER_TIMEOUT s (default 100) and each planted run to 60 s:
+# at most 4 x 100 + 2 x 60 = 520 s, under the whole script's SANITIZER_LIMIT (550 s).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=.dev/gpu
