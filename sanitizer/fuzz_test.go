@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// FuzzParse: any text, for any tool, parses without a panic into findings of that tool with a
+// FuzzSanitizerOutput: any text, for any tool, parses without a panic into findings of that tool with a
 // kind, a summary of -1 or more, and a verdict that is never a pass while something was
 // reported or while the summary line is missing.
-func FuzzParse(f *testing.F) {
+func FuzzSanitizerOutput(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	for _, p := range files {
 		b, err := os.ReadFile(p)
