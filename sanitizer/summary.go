@@ -20,6 +20,8 @@ type Summary struct {
 	Ran       []Tool       `json:"ran"`     // tools that ran to their summary (pass or fail)
 	Refused   []Tool       `json:"refused"` // tools skipped with a reason
 	Verdict   Status       `json:"verdict"`
+	// Note says why no tool ran at all (no compute-sanitizer, no GPU); empty otherwise.
+	Note string `json:"note,omitempty"`
 }
 
 // Summarise collects the tool results: the verdict is fail if any tool failed, else error if
