@@ -6,7 +6,10 @@
 #   - the partitions suite's golden-on-partitions spec against a reduction tiling taken from the
 #     SM count (the spec sets the failpoint in its children and must see the bits differ);
 #   - stress's device-leak test against device buffers kept per run (the allocator's live-bytes
-#     monitor must call it a leak with every result right).
+#     monitor must call it a leak with every result right);
+#   - suites/sanitizer's planted specs: a store one element past the output (memcheck must
+#     report the write in a kernel) and the fast reduction's barrier dropped (racecheck must
+#     report the shared-memory race).
 # Prints one line per fault and exits 1 if a fault goes uncaught or the baseline fails.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,4 +44,16 @@ if out=$(cd "$bin/faults" && ./stress.test -test.run 'DeviceBufferLeak' -test.v 
 else
   echo "$f: NOT caught"; echo "$out" | tail -8; status=1
 fi
+# The sanitizer's planted faults: each spec passes only when its tool reports the fault in a
+# kernel (memcheck: a __global__ write past the output; racecheck: a __shared__ race), so a
+# pass is the catch. ci/gpu/sanitizer.sh runs the same specs after the clean tool runs.
+for f in ptx/store/one-past-the-end ptx/reduce/combine-barrier-dropped; do
+  if out=$(cd "$bin/sanitizer" && TESSERA_SANITIZER_OUT=/tmp/faults-sanitizer TESSERA_SANITIZER_PER_PATH=1 \
+      ./sanitizer.test -ginkgo.label-filter=gpu -ginkgo.focus="catches $f" -ginkgo.v -ginkgo.no-color 2>&1) &&
+     line=$(echo "$out" | grep -m1 "planted $f: caught"); then
+    echo "$f: ${line#*planted $f: }"
+  else
+    echo "$f: NOT caught"; echo "$out" | grep -E "planted|FAIL|SKIP|Expected" | tail -6; status=1
+  fi
+done
 exit $status

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, after ci/gpu/build.sh on a dev machine:
 # the GPU-labelled specs of every suite (Ginkgo JSON reports under $OUT or ./gpu-out), the CUDA
-# backend's GPU tests, and `tessera-qa devices`. Prints a tally line last.
+# backend's GPU tests, and `tessera-qa devices`. Prints a tally line last. The sanitizer suite
+# is not among them: it needs a whole device command of its own (ci/gpu/sanitizer.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=.dev/gpu

@@ -165,11 +165,21 @@ const (
 	// repeat on one device (or partition), and change between SM partitions of different sizes,
 	// which only the partitions suite's golden-on-partitions spec sees.
 	CUDAReduceTileFromSMs = "cuda/schedule/reduce-tile-from-sm-count"
+	// PTXStoreOnePastEnd makes the thread that stores a tile's element at the last index of
+	// the output also store it one element further, past the allocation: every result stays
+	// right (no byte of any buffer changes), so only a memory checker sees it (suites/sanitizer,
+	// memcheck, with the CUDA allocator's exact sizes).
+	PTXStoreOnePastEnd = "ptx/store/one-past-the-end"
+	// PTXReduceBarrierDropped drops the barrier of the fast reduction (reduce_fast.go) between
+	// the fold phase's shared-memory partials and the combine phase that reads them: a
+	// read-after-write race on shared memory that racecheck reports whether or not the bits
+	// come out wrong on a given run.
+	PTXReduceBarrierDropped = "ptx/reduce/combine-barrier-dropped"
 )
 
 // GPUNames lists the GPU code generator's and the CUDA backend's result faults.
 func GPUNames() []string {
-	return []string{PTXStoreMaskDropped, PTXLoadBarrierDropped, CUDAReduceTileFromSMs}
+	return []string{PTXStoreMaskDropped, PTXLoadBarrierDropped, CUDAReduceTileFromSMs, PTXStoreOnePastEnd, PTXReduceBarrierDropped}
 }
 
 // Faults that leave every result right and leak a resource instead: only a soak's leak

@@ -47,6 +47,7 @@ type allocator struct {
 	mu     sync.Mutex
 	m      devMem
 	poison bool
+	exact  bool                // every block at its requested size, straight from the driver
 	free   map[uint64][]uint64 // size class -> cached blocks
 	live   map[uint64]block    // pointer -> block
 	stats  AllocStats
@@ -75,6 +76,18 @@ func sizeClass(n uint64) uint64 {
 	return (n + step - 1) / step * step
 }
 
+// setExact turns exact mode on or off. In exact mode every block is a driver allocation of
+// the requested size (at least one byte) that goes back to the driver when released, so a
+// memory checker that knows the driver's allocations (compute-sanitizer's memcheck and
+// initcheck) sees an access one byte past a buffer, which a size class's slack would hide,
+// and never sees bytes a previous owner of a cached block wrote. Slow (a driver call per
+// buffer): for the sanitizer runs (TESSERA_CUDA_EXACT_ALLOC), never the default.
+func (al *allocator) setExact(on bool) {
+	al.mu.Lock()
+	al.exact = on
+	al.mu.Unlock()
+}
+
 // setPoison turns poison mode on or off.
 func (al *allocator) setPoison(on bool) {
 	al.mu.Lock()
@@ -89,7 +102,14 @@ func (al *allocator) alloc(n uint64) (uint64, error) {
 	c := sizeClass(max(n, 1))
 	var p uint64
 	b := block{size: c}
-	if l := al.free[c]; len(l) > 0 {
+	if al.exact {
+		b = block{size: max(n, 1), exact: true}
+		var err error
+		if p, err = al.m.alloc(b.size); err != nil {
+			return 0, err
+		}
+		al.stats.DriverAllocs++
+	} else if l := al.free[c]; len(l) > 0 {
 		p = l[len(l)-1]
 		al.free[c] = l[:len(l)-1]
 		al.stats.CachedBlocks--

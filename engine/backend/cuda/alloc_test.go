@@ -248,3 +248,46 @@ func TestAllocatorInvariants(t *testing.T) {
 		}
 	})
 }
+
+// Exact mode hands out driver allocations of the requested size and returns them to the
+// driver on release: nothing is cached, so no block is reused and none has slack after it.
+func TestExactModeAllocatesRequestedSizesAndCachesNothing(t *testing.T) {
+	m := newFakeMem(0)
+	al := newAllocator(m)
+	al.setExact(true)
+	var ps []uint64
+	for _, n := range []uint64{140, 140, 0, 4096, 1031 * 4} {
+		p, err := al.alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if want := []uint64{140, 140, 1, 4096, 4124}; !slices.Equal(m.allocs, want) {
+		t.Errorf("driver allocations %v, want the requested sizes %v", m.allocs, want)
+	}
+	for _, p := range ps {
+		if err := al.release(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := al.snapshot()
+	if m.frees != len(ps) || len(m.blocks) != 0 || s.CachedBlocks != 0 || s.LiveBlocks != 0 || s.LiveBytes != 0 {
+		t.Errorf("after releasing every block: %d driver frees, %d blocks held, stats %+v; want all back to the driver", m.frees, len(m.blocks), s)
+	}
+	if _, err := al.alloc(140); err != nil {
+		t.Fatal(err)
+	}
+	if s := al.snapshot(); s.Reuses != 0 || s.DriverAllocs != len(ps)+1 {
+		t.Errorf("a second 140-byte block: %+v, want a fresh driver allocation", s)
+	}
+	// Back to caching: a released block is kept again.
+	al.setExact(false)
+	p, _ := al.alloc(140)
+	if err := al.release(p); err != nil {
+		t.Fatal(err)
+	}
+	if s := al.snapshot(); s.CachedBlocks != 1 {
+		t.Errorf("caching mode after exact mode: %+v, want the block cached", s)
+	}
+}

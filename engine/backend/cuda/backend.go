@@ -143,6 +143,9 @@ func (b *Backend) init() {
 	if b.Poison {
 		b.o.mem.setPoison(true)
 	}
+	if envOn("TESSERA_CUDA_EXACT_ALLOC") {
+		b.o.mem.setExact(true)
+	}
 	b.target = targetFor(b.info)
 }
 

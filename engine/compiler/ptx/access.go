@@ -292,8 +292,26 @@ func (g *gen) store(x tile.Store) {
 	g.forEach(a.Rows*a.Cols, func(idx string) {
 		off, masked, inside := g.elementAt(a, base, rs, cs, idx)
 		ok := g.accessPred(masked, inside)
-		g.encode(dt, g.read(x.Src, idx), g.globalAddr(a.Param, off), ok)
+		v := g.read(x.Src, idx)
+		g.encode(dt, v, g.globalAddr(a.Param, off), ok)
+		if failpoint.Enabled(failpoint.PTXStoreOnePastEnd) {
+			g.storePastEnd(a.Param, dt, v, off, ok)
+		}
 	})
+}
+
+// storePastEnd is the planted fault failpoint.PTXStoreOnePastEnd: the thread that stored the
+// parameter's last element stores the same value once more at the index one past the end,
+// outside the allocation. No byte inside any buffer changes.
+func (g *gen) storePastEnd(param int, dt numerics.DType, v val, off, ok string) {
+	e := g.e
+	last := e.reg("p")
+	e.op("setp.eq.s64", last, off, itoa(g.k.Params[param].Len-1))
+	both := e.reg("p")
+	e.op("and.pred", both, last, ok)
+	past := e.reg("rd")
+	e.op("add.s64", past, off, "1")
+	g.encode(dt, v, g.globalAddr(param, past), both)
 }
 
 // copyBits is tile.Copy: each thread moves its elements' bit patterns with an untyped load

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -149,7 +150,11 @@ func reduceModule(g *gen, p *reducePlan, ctas, shared int) (text string, err err
 		e.opIf(even, "st.shared.f64", fmt.Sprintf("[%s+%d]", part, 8*w), part64) // the even lane's fold is the tile's
 	}
 	e.place(skip)
-	e.op("bar.sync", "0")
+	// The planted fault failpoint.PTXReduceBarrierDropped: the combine phase reads partials
+	// other warps may not have stored yet.
+	if !failpoint.Enabled(failpoint.PTXReduceBarrierDropped) {
+		e.op("bar.sync", "0")
+	}
 	// Combine phase: one thread per row adds this round's partials in tile order.
 	for _, c := range comb {
 		done := e.label()

@@ -40,12 +40,16 @@ func fastLoweringsOn() bool {
 		return false
 	}
 	for _, n := range failpoint.GPUNames() {
-		if failpoint.Enabled(n) {
+		if failpoint.Enabled(n) && !fastPathFaults[n] {
 			return false
 		}
 	}
 	return true
 }
+
+// fastPathFaults are the planted GPU faults that live in a fast lowering rather than the SIMT
+// path: they leave the fast lowerings on, or they would never be reached.
+var fastPathFaults = map[string]bool{failpoint.PTXReduceBarrierDropped: true}
 
 const (
 	streamThreads   = 256
