@@ -60,3 +60,18 @@ func TestCheckBadInputIsOneCodedLine(t *testing.T) {
 	cli(t, "check", g, "--in", filepath.Join(t.TempDir(), "none.npz")).want(t, ExitUsage, "")
 	cli(t, "check", g, "--backend", "nosuch").want(t, ExitUsage, "")
 }
+
+func TestOpsCoveragePrintsTheMatrix(t *testing.T) {
+	o := cli(t, "ops", "--coverage")
+	o.want(t, ExitOK, "")
+	for _, s := range []string{"golden-model", "cpu-lowering", "mse_loss", "all_reduce", "0 gaps"} {
+		if !strings.Contains(o.stdout, s) {
+			t.Errorf("stdout lacks %q:\n%s", s, o.stdout)
+		}
+	}
+	var j coverageJSON
+	mustJSON(t, cli(t, "ops", "--coverage", "--json", "-").stdout, &j)
+	if len(j.Rows) < 40 || len(j.Checks) != len(j.Rows[0].Cells) {
+		t.Fatalf("json: %d rows", len(j.Rows))
+	}
+}
