@@ -3,11 +3,13 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/job"
 	"github.com/tessera-qa/tessera-qa/usercheck"
@@ -15,9 +17,15 @@ import (
 
 func init() { registerVerb(newCheckCmd) }
 
-// checkExe is the program the second-process determinism row starts: this binary (tests
-// that run the CLI in-process point it at a built one, or at nothing).
-var checkExe = os.Executable
+// checkExe is the program the second-process determinism row starts: this binary. A Go test
+// binary running the CLI in-process is not one (it would run its tests), so there it is none.
+var checkExe = func() (string, error) {
+	exe, err := os.Executable()
+	if err == nil && strings.HasSuffix(filepath.Base(exe), ".test") {
+		return "", errs.New(errs.Unsupported, "%s is a test binary, not tessera-qa", exe)
+	}
+	return exe, err
+}
 
 func newCheckCmd(e *env) *cobra.Command {
 	var (
