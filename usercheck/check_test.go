@@ -2,9 +2,11 @@ package usercheck
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/tessera-qa/tessera-qa/differential"
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
@@ -152,5 +154,32 @@ func TestRowsAreAResultsFileTheReporterReads(t *testing.T) {
 	}
 	if p.Kind != "results" || p.Batch.Rows() != len(rep.Rows) {
 		t.Fatalf("kind %s, %d rows for %d", p.Kind, p.Batch.Rows(), len(rep.Rows))
+	}
+}
+
+// With torch installed the oracle row compares the engine with torch; without it, auto is a
+// skip with the reason and a named oracle is E_NO_DEVICE ($TESSERA_QA_PYTHON asks for it: then
+// a missing torch fails this test).
+func TestTorchOracleRow(t *testing.T) {
+	rep, err := Run(Options{Graph: mlp(t), Seed: 4, Backends: cpu(t), Oracle: OracleAuto, MetaChecks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rows(rep)["differential/torch@cpu"]
+	if r.Verdict == "" {
+		s := rows(rep)["differential/torch@"]
+		if s.Verdict != harness.VerdictSkip || !strings.Contains(s.Reason, "cannot start") {
+			t.Fatalf("no oracle row and no skip: %+v", s)
+		}
+		if os.Getenv(differential.PythonEnv) != "" {
+			t.Fatalf("$%s is set but torch did not start: %s", differential.PythonEnv, s.Reason)
+		}
+		if _, err := Run(Options{Graph: mlp(t), Backends: cpu(t), Oracle: "torch"}); errs.CodeOf(err) != errs.NoDevice {
+			t.Errorf("named oracle missing: %v", err)
+		}
+		t.Skip(s.Reason)
+	}
+	if r.Verdict != harness.VerdictPass {
+		t.Fatalf("%s %q", r.Verdict, r.Reason)
 	}
 }
