@@ -331,3 +331,22 @@ func elems(shape []int) int {
 	}
 	return n
 }
+
+// RowOps maps each registry op to the benchmark rows whose graph holds it (each row's graph
+// built at its first shape and dtype, never run): `tessera-qa ops --coverage` reads it.
+func RowOps() (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, o := range ops {
+		c := Case{Op: o.name, DType: o.dtypes[0], Shape: o.shapes[0]}
+		g, err := buildGraph(o, c, shapesOf(o.inputs(c.Shape)))
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range g.Nodes {
+			if rows := out[n.Op]; len(rows) == 0 || rows[len(rows)-1] != o.name {
+				out[n.Op] = append(out[n.Op], o.name)
+			}
+		}
+	}
+	return out, nil
+}

@@ -29,6 +29,8 @@ const (
 	SuiteGolden      = "golden"
 	SuiteDeterminism = "determinism"
 	SuiteSmoke       = "smoke"
+	// SuiteCheck: `tessera-qa check` on docs/examples/mlp.tg (check.go).
+	SuiteCheck = "check"
 	// SuiteCollectives: a short in-process collectives check (collectives.go).
 	SuiteCollectives = "collectives"
 	// SuiteTraining: short runs of the reference training workload (training.go).
@@ -42,7 +44,7 @@ const (
 )
 
 // Suites lists every suite Run knows.
-var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCollectives, SuiteTraining, SuiteChaos, SuiteStress, SuiteBench}
+var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCheck, SuiteCollectives, SuiteTraining, SuiteChaos, SuiteStress, SuiteBench}
 
 // DefaultSmoke is the number of random smoke graphs a run draws by default.
 const DefaultSmoke = 200
@@ -73,6 +75,9 @@ type Options struct {
 	Workers int
 	// Progress, if set, hears about every case; its methods are never called concurrently.
 	Progress Progress
+	// Self is the program the check suite starts as its second process (`Self exec`); ""
+	// skips that row.
+	Self string
 }
 
 // Progress follows a run. Calls are serialized by Run.
@@ -280,6 +285,8 @@ func (r *runner) tasks(suite string) ([]task, error) {
 		return r.determinismTasks()
 	case SuiteSmoke:
 		return r.smokeTasks(), nil
+	case SuiteCheck:
+		return r.checkTasks(), nil
 	case SuiteCollectives:
 		return r.collectivesTasks(), nil
 	case SuiteTraining:

@@ -281,3 +281,22 @@ func (b *builder) node(op string, attrs graph.Attrs, in ...*graph.Value) (*graph
 	b.k[n.Output] = k
 	return n.Output, nil
 }
+
+// Generates says whether the random-graph generator builds op on inputs of dtype dt: a
+// one-step spec of it must build and end in that op (`tessera-qa ops --coverage` asks).
+func Generates(op string, dt numerics.DType) error {
+	for i, d := range opTable() {
+		if d.Name != op {
+			continue
+		}
+		c, err := Build(Spec{Storage: dt, Steps: []Step{{Op: i, Rank: 1, Dims: [4]int{3, 4, 5, 6}}}}, DefaultConfig())
+		if err != nil {
+			return err
+		}
+		if n := c.Graph.Nodes[len(c.Graph.Nodes)-1]; n.Op != op || n.Inputs[0].Type.DType != dt {
+			return fmt.Errorf("a step of %s on %s built %s on %s", op, dt, n.Op, n.Inputs[0].Type.DType)
+		}
+		return nil
+	}
+	return fmt.Errorf("op %s is not in the generator's table (graph.Ops)", op)
+}

@@ -14,6 +14,7 @@ import (
 
 var castRoundTrip = Property{
 	Name:   "meta/cast-round-trip",
+	Ops:    []string{"cast"},
 	Judged: "bitwise",
 	Checks: 300,
 	Doc: "cast(cast(x, wide), narrow) is x bit for bit whenever wide holds every narrow value " +

@@ -12,6 +12,7 @@ import (
 
 var transposeProduct = Property{
 	Name:   "meta/transpose-product",
+	Ops:    []string{"matmul", "batch_matmul"},
 	Judged: "tolerance (ints: exact)",
 	Checks: 300,
 	Doc: "(AB)^T = B^T A^T: transpose(matmul(A, B)) against matmul(B, A) with both transpose flags " +
@@ -69,6 +70,7 @@ var transposeProduct = Property{
 
 var attentionPermutation = Property{
 	Name:   "meta/attention-batch-permutation",
+	Ops:    []string{"attention"},
 	Judged: "bitwise",
 	Checks: 200,
 	Doc: "attention(Pq, Pk, Pv) = P attention(q, k, v) for a permutation P of the batch: each batch " +

@@ -12,6 +12,7 @@ import (
 
 var reduceConcat = Property{
 	Name:   "meta/reduce-concat",
+	Ops:    []string{"reduce_max", "reduce_sum"},
 	Judged: "exact (float sums: tolerance)",
 	Checks: 300,
 	Doc: "reduce(concat(a, b)) = combine(reduce(a), reduce(b)) along the concat axis: exact for " +

@@ -13,6 +13,7 @@ import (
 
 var softmaxShift = Property{
 	Name:   "meta/softmax-shift",
+	Ops:    []string{"softmax", "log_softmax"},
 	Judged: "tolerance",
 	Checks: 300,
 	Doc: "softmax(x + c) = softmax(x) and log_softmax likewise, for a shift c constant along the " +
@@ -64,6 +65,7 @@ func quantized(dt numerics.DType, shape []int, q, spread int, seed uint64) *tens
 
 var normScale = Property{
 	Name:   "meta/norm-scale",
+	Ops:    []string{"layernorm", "rmsnorm"},
 	Judged: "tolerance",
 	Checks: 300,
 	Doc: "layernorm(αx) = layernorm(x) and rmsnorm(αx) = rmsnorm(x) for α > 0 and eps = 0; α is a " +

@@ -34,7 +34,10 @@ type Property struct {
 	Judged string
 	// Checks is how many cases one CI run draws (suites/property stays under a minute).
 	Checks int
-	Body   func(e Env) func(*rapid.T)
+	// Ops are the registry ops a metamorphic relation draws its graphs from (`tessera-qa
+	// check` runs the relations of a graph's ops); empty for properties over random graphs.
+	Ops  []string
+	Body func(e Env) func(*rapid.T)
 }
 
 // All lists every property, in the order the suite and the CLI run them.

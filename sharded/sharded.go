@@ -35,6 +35,9 @@ type Case struct {
 	Layouts map[string]string
 	K       int
 	Seed    uint64
+	// Inputs, when set, are the whole inputs to shard (`tessera-qa check --in`); else Run
+	// draws them from Seed.
+	Inputs map[string]*tensor.Tensor
 }
 
 // Strategy is a way to shard a graph over one or two axes: the layouts name the axes.
@@ -142,8 +145,10 @@ func (c Case) Run(be backend.Backend, mode dist.Mode) (*Outcome, error) {
 		return nil, err
 	}
 	o := &Outcome{Program: dp}
-	if o.Inputs, err = harness.RandomInputs(c.Graph, c.Seed, nil); err != nil {
-		return nil, err
+	if o.Inputs = c.Inputs; o.Inputs == nil {
+		if o.Inputs, err = harness.RandomInputs(c.Graph, c.Seed, nil); err != nil {
+			return nil, err
+		}
 	}
 	if o.Blocks, err = run.ShardInputs(dp.Plan, o.Inputs); err != nil {
 		return nil, err

@@ -79,6 +79,9 @@ check passed, 1 when any failed, 3 when --backend names a backend that cannot ru
 				return usage(cmd, "--keep must be >= 0, got %d", opts.Keep)
 			}
 			opts.Chosen = &choice
+			if self, err := checkExe(); err == nil {
+				opts.Self = self
+			}
 			opts.Command = "tessera-qa " + strings.Join(os.Args[1:], " ")
 			prog := newProgress(e.stderr)
 			opts.Progress = prog
