@@ -224,6 +224,9 @@ var catalogue = []Fault{
 		Breaks: "div rounding_mode=\"floor\" rounds toward zero, as C's '/' does: a negative quotient that is not an integer comes out one too high (-7 floor-div 2 gives -3), every other element stays right; the integer path (elementwise.go binaryIntRow) has the same hook"},
 	{Name: fp.ReduceEmptyAxesFirstOnly, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerReduce", Ops: []string{"reduce_sum", "reduce_max", "reduce_mean"},
 		Breaks: "a reduction written axes=[] is lowered over axis 0 only (the output type stays right): the kernel folds one column of the input, not every element"},
+	// issue 25 (h/doctor)
+	{Name: fp.CPUSDCBitFlipOneDevice, Layer: LayerCPU, Hook: "engine/backend/cpu/backend.go (*Backend).Run", Ops: matmulOps, First: []string{"doctor"},
+		Breaks: "silent data corruption on one device: the CPU backend instance with ID 1 flips the lowest bit of one element of every matmul kernel's output; instance 0, which every other suite uses, stays right"},
 }
 
 // optimOps are the ops of an optimizer's update graph.

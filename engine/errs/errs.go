@@ -29,6 +29,7 @@ const (
 	Unsupported      Code = "E_UNSUPPORTED"
 	Checkpoint       Code = "E_CHECKPOINT"    // a checkpoint on disk is torn, corrupt or missing
 	CacheCorrupt     Code = "E_CACHE_CORRUPT" // a cache file failed its parse or checksum; it was moved aside and rebuilt
+	SDC              Code = "E_SDC"           // a device's bits differ from the pinned known answer: silent data corruption
 	Internal         Code = "E_INTERNAL"
 )
 
