@@ -218,6 +218,11 @@ func kernelOf(p *compiler.Program, i int) string {
 		for _, prm := range k.Params {
 			if prm.Output && prm.Buffer == p.Outputs[i] {
 				name = k.Name
+				for _, s := range p.Schedules {
+					if s.Kernel == k.Name {
+						name = k.Name + " (" + s.Kind + " " + s.Key + ")"
+					}
+				}
 			}
 		}
 	}

@@ -146,7 +146,7 @@ func Names() []string {
 
 // CPUSDCBitFlipOneDevice is silent data corruption on one device (issue 25): the CPU backend
 // instance whose ID is SDCDevice flips the lowest bit of the middle element of the first
-// output of every kernel whose name contains "matmul", after the kernel ran, as a bad ALU or
+// output of every kernel that its program's schedule calls a matmul kernel, after the kernel ran, as a bad ALU or
 // memory cell of one device would. Every other instance computes right, so only a comparison
 // of each device with the pinned bits (doctor's SDC scan) sees it.
 const CPUSDCBitFlipOneDevice = "cpu/sdc/bit-flip-on-one-device"

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
@@ -92,7 +91,7 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 			return nil, err
 		}
 		if failpoint.Enabled(failpoint.CPUSDCBitFlipOneDevice) && b.ID == failpoint.SDCDevice {
-			flipOneBit(k, bufs)
+			flipOneBit(p, k, bufs)
 		}
 	}
 	out := make([]*tensor.Tensor, len(p.Outputs))
@@ -156,9 +155,9 @@ func checkProgram(p *compiler.Program) error {
 }
 
 // flipOneBit is the failpoint CPUSDCBitFlipOneDevice: the lowest bit of the middle element of
-// k's first output, when k is a matmul kernel.
-func flipOneBit(k *tile.Kernel, bufs [][]byte) {
-	if !strings.Contains(k.Name, "matmul") {
+// k's first output, when p's schedule says k is a matmul kernel.
+func flipOneBit(p *compiler.Program, k *tile.Kernel, bufs [][]byte) {
+	if !slices.ContainsFunc(p.Schedules, func(s compiler.Schedule) bool { return s.Kernel == k.Name && s.Kind == "matmul" }) {
 		return
 	}
 	for _, prm := range k.Params {
