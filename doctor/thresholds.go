@@ -184,3 +184,6 @@ func (t Thresholds) SKUFor(kind, name string) (SKU, bool) {
 	}
 	return SKU{}, false
 }
+
+// EmbeddedThresholds is the embedded file's text, to start a user's own from.
+func EmbeddedThresholds() string { return string(embeddedThresholds) }
