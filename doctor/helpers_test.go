@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"os"
 	"testing"
 	"testing/fstest"
 
@@ -22,3 +23,5 @@ func pinsFS(t *testing.T, f pins.File) fstest.MapFS {
 	}
 	return fstest.MapFS{pins.FileName(f.DeviceClass): {Data: b}}
 }
+
+func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o644) }

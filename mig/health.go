@@ -342,6 +342,8 @@ func rcReason(call string, rc int32) string {
 		return "not supported on this GPU (" + call + " answered NOT_SUPPORTED)"
 	case 4:
 		return call + " answered NO_PERMISSION (run as root?)"
+	case nvmlErrGPULost:
+		return call + " answered 15, GPU_IS_LOST: the GPU is not on the bus"
 	default:
 		return fmt.Sprintf("%s answered %d", call, rc)
 	}
