@@ -194,7 +194,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			h := &health.GPUs[i]
 			g := &gpuTarget{id: fmt.Sprintf("gpu:%d", h.Index), index: h.Index, health: h, why: "the CUDA driver does not list it"}
 			if cerr != nil {
-				g.why = errs.Line(cerr)
+				g.why = errs.Message(cerr)
 			}
 			for _, d := range devs {
 				if d.UUID == h.UUID && h.UUID != "" {

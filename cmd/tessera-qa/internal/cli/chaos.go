@@ -29,6 +29,7 @@ func newChaosCmd(e *env) *cobra.Command {
 		seed                          uint64
 		artifacts, jsonPath, scenFile string
 		regressions, list             bool
+		preflightLevel                int
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos [--kill-rank R [--at-step S] | --hang-rank R [--for D] | --partition R1,R2 | --faults NAME[@RANK:STEP],... | --schedule random --count N --seed S | --regressions]",
@@ -66,6 +67,9 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 			ctx := context.Background()
 			if chaos.IsWorker() {
 				return chaos.RunRank(ctx, e.stdout)
+			}
+			if err := e.preflight(cmd, preflightLevel); err != nil {
+				return err
 			}
 			if list {
 				sc := base
@@ -189,6 +193,7 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 	f.StringVar(&base.Plant, "plant", "", "testing: plant a known bug (accept-bad-checksum) to see the checker catch it")
 	f.MarkHidden("plant")
 	addJSONFlag(cmd, &jsonPath)
+	addPreflightFlag(cmd, &preflightLevel)
 	return cmd
 }
 

@@ -33,7 +33,7 @@ func newTrainCmd(e *env) *cobra.Command {
 		lr                               float64
 		timeStep                         bool
 		dims                             training.Dims
-		reps                             int
+		reps, preflightLevel             int
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -62,6 +62,9 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			dt, err := numerics.Parse(dtype)
 			if err != nil || !dt.IsFloat() {
 				return usage(cmd, "--dtype %q: want a float dtype", dtype)
+			}
+			if err := e.preflight(cmd, preflightLevel); err != nil {
+				return err
 			}
 			if timeStep {
 				return trainTimeStep(e, model, dt, dims, reps, jsonPath)
@@ -174,6 +177,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.IntVar(&dims.FFN, "ffn", 0, "with --time-step: feed-forward width (default 4 x width)")
 	f.IntVar(&reps, "reps", 20, "with --time-step: timed steps per side (median)")
 	addJSONFlag(cmd, &jsonPath)
+	addPreflightFlag(cmd, &preflightLevel)
 	return cmd
 }
 
