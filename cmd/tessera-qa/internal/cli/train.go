@@ -6,6 +6,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ func newTrainCmd(e *env) *cobra.Command {
 		timeStep                         bool
 		dims                             training.Dims
 		reps, preflightLevel             int
+		metricsAddr                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -101,12 +103,20 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			}
 			cfg.Model, cfg.DType, cfg.Backend, cfg.Optimizer = model, dt, b, opt
 			ctx := context.Background()
+			m, stopMetrics, err := e.startMetrics(metricsAddr, "train")
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			var res *training.Result
 			w := e.human(jsonPath)
 			switch {
 			case transport == "tcp" && launch.InJob():
 				if os.Getenv(training.ResultEnv) == "" { // under an outside launcher: the log is the progress
 					cfg.Progress = func(step int, loss float64) { fmt.Fprintf(e.stderr, "step %d loss %.6g\n", step, loss) }
+				}
+				if rank, err := strconv.Atoi(os.Getenv("RANK")); err == nil && m != nil {
+					cfg.Progress = timedSteps(m, rank, cfg.Progress)
 				}
 				if res, err = training.Rank(ctx, cfg); err != nil {
 					return err
@@ -129,7 +139,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 				}
 			default:
 				bar := newTrainBar(e.stderr, model, cfg.Steps)
-				cfg.Progress = bar.step
+				cfg.Progress = timedSteps(m, 0, bar.step)
 				res, err = training.Inproc(ctx, cfg, world)
 				bar.wait()
 				if err != nil {
@@ -178,6 +188,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.IntVar(&reps, "reps", 20, "with --time-step: timed steps per side (median)")
 	addJSONFlag(cmd, &jsonPath)
 	addPreflightFlag(cmd, &preflightLevel)
+	addMetricsFlag(cmd, &metricsAddr)
 	return cmd
 }
 
