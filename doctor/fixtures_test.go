@@ -57,7 +57,7 @@ func TestRecordedNodesGiveTheDocumentedVerdicts(t *testing.T) {
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
 			replayNode(t, c.fixture)
-			r, err := Run(context.Background(), Options{Level: 1})
+			r, err := Run(context.Background(), Options{Level: 1, Devices: []string{"cuda"}}) // the GPUs only: cheap
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func TestRecordedNodesGiveTheDocumentedVerdicts(t *testing.T) {
 			}
 			// Level 2 needs the CUDA driver for the GPU: skipped, naming why, never passed.
 			if c.fixture == "h100-healthy.json" {
-				r2, err := Run(context.Background(), Options{Level: 2})
+				r2, err := Run(context.Background(), Options{Level: 2, Devices: []string{"gpu:0"}})
 				if err != nil {
 					t.Fatal(err)
 				}
