@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"unsafe"
+
+	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
 // HealthRecord is a recorded NVML session of health calls (testdata/nvml-health/*.json;
@@ -329,4 +332,162 @@ func replayHealth(rec HealthRecord) *healthNVML {
 func clearFunc(fn any) {
 	v := reflect.ValueOf(fn).Elem()
 	v.Set(reflect.Zero(v.Type()))
+}
+
+// RecordHealth asks the NVML library every health call and returns the answers as a
+// recorded session (what --record-nvml writes): a fixture made on a real node replays the
+// node's answers exactly. E_NO_DEVICE without NVML.
+func RecordHealth(about string) (HealthRecord, error) {
+	h, err := loadHealthNVML()
+	if err != nil {
+		return HealthRecord{}, err
+	}
+	return h.record(about)
+}
+
+func (h *healthNVML) record(about string) (HealthRecord, error) {
+	rec := HealthRecord{About: about, Driver: h.strOf(h.driverVersion), NVMLVersion: h.strOf(h.nvmlVersion), Absent: []string{}, Devices: []HealthDevice{}}
+	if h.cudaDriver != nil {
+		h.cudaDriver(&rec.CUDADriver)
+	}
+	for f := range h.absent {
+		rec.Absent = append(rec.Absent, f)
+	}
+	slices.Sort(rec.Absent)
+	var count uint32
+	if rc := h.getCount(&count); rc != nvmlSuccess {
+		return rec, errs.New(errs.NoDevice, "NVML: nvmlDeviceGetCount_v2 returned %d", rc)
+	}
+	for i := range count {
+		var d HealthDevice
+		var dev uintptr
+		if d.HandleRC = h.getHandle(i, &dev); d.HandleRC != nvmlSuccess {
+			rec.Devices = append(rec.Devices, d)
+			continue
+		}
+		d.Name, d.UUID = devStr(h.name, dev), devStr(h.uuid, dev)
+		if h.memory != nil {
+			var m nvmlMemory
+			if h.memory(dev, &m) == nvmlSuccess {
+				d.MemoryTotal = m.Total
+			}
+		}
+		value := func(f func(uintptr, *uint32) int32) *recValue {
+			if f == nil {
+				return nil
+			}
+			var v recValue
+			v.RC = f(dev, &v.Value)
+			return &v
+		}
+		d.Persistence = value(h.persistence)
+		if h.eccMode != nil {
+			var v recValue
+			var pend uint32
+			v.RC = h.eccMode(dev, &v.Value, &pend)
+			d.ECCMode = &v
+		}
+		if h.eccTotal != nil {
+			e := &recECC{}
+			for _, c := range []struct {
+				t, k uint32
+				v    *uint64
+			}{{0, 0, &e.VolatileSBE}, {1, 0, &e.VolatileDBE}, {0, 1, &e.AggregateSBE}, {1, 1, &e.AggregateDBE}} {
+				if rc := h.eccTotal(dev, c.t, c.k, c.v); rc != nvmlSuccess && e.RC == nvmlSuccess {
+					e.RC = rc
+				}
+			}
+			d.ECC = e
+		}
+		if h.retiredPages != nil {
+			p := &recPages{}
+			for cause, v := range []*uint32{&p.SBE, &p.DBE} {
+				if rc := h.retiredPages(dev, uint32(cause), v, nil); rc != nvmlSuccess && rc != nvmlErrInsuffic && p.RC == nvmlSuccess {
+					p.RC = rc
+				}
+			}
+			if h.retiredPending != nil {
+				h.retiredPending(dev, &p.Pending)
+			}
+			d.Retired = p
+		}
+		if h.remappedRows != nil {
+			r := &recRows{}
+			r.RC = h.remappedRows(dev, &r.Correctable, &r.Uncorrectable, &r.Pending, &r.Failure)
+			d.Remapped = r
+		}
+		if h.xids != nil {
+			x := &recXID{}
+			x.Events, x.RC = h.xids(dev)
+			if x.Events == nil {
+				x.Events = []uint64{}
+			}
+			d.XID = x
+		}
+		if h.clockEvents != nil {
+			m := &recMask{}
+			m.RC = h.clockEvents(dev, &m.Mask)
+			d.ClockEvents = m
+		}
+		if h.pcieGen != nil && h.pcieWidth != nil {
+			p := &recPCIe{}
+			if p.RC = h.pcieGen(dev, &p.Gen); p.RC == nvmlSuccess {
+				p.RC = h.pcieWidth(dev, &p.Width)
+			}
+			if h.pcieMaxGen != nil {
+				h.pcieMaxGen(dev, &p.MaxGen)
+			}
+			if h.pcieMaxWidth != nil {
+				h.pcieMaxWidth(dev, &p.MaxWidth)
+			}
+			var rep uint32
+			if h.pcieReplay != nil && h.pcieReplay(dev, &rep) == nvmlSuccess {
+				p.Replay = &rep
+			}
+			d.PCIe = p
+		}
+		if h.nvlinkState != nil && h.nvlinkErrors != nil {
+			n := &recNVLink{}
+			for l := range uint32(nvmlMaxNVLinks) {
+				var on uint32
+				rc := h.nvlinkState(dev, l, &on)
+				if rc != nvmlSuccess {
+					if l == 0 {
+						n.RC = rc
+					}
+					break
+				}
+				var k struct {
+					Active   uint32 `json:"active"`
+					Replay   uint64 `json:"replay"`
+					Recovery uint64 `json:"recovery"`
+					CRCFlit  uint64 `json:"crc_flit"`
+					CRCData  uint64 `json:"crc_data"`
+				}
+				k.Active = on
+				if on == 1 {
+					for ctr, v := range []*uint64{&k.Replay, &k.Recovery, &k.CRCFlit, &k.CRCData} {
+						h.nvlinkErrors(dev, l, uint32(ctr), v)
+					}
+				}
+				n.Links = append(n.Links, k)
+			}
+			d.NVLink = n
+		}
+		if h.temperature != nil {
+			var v recValue
+			v.RC = h.temperature(dev, 0, &v.Value)
+			d.Temperature = &v
+		}
+		if h.clock != nil {
+			c := &recClocks{}
+			if c.RC = h.clock(dev, 1, &c.SM); c.RC == nvmlSuccess {
+				c.RC = h.clock(dev, 2, &c.Mem)
+			}
+			d.Clocks = c
+		}
+		d.Power = value(h.power)
+		rec.Devices = append(rec.Devices, d)
+	}
+	return rec, nil
 }

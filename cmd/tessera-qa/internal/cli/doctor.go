@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ func init() { registerVerb(newDoctorCmd) }
 func newDoctorCmd(e *env) *cobra.Command {
 	var (
 		jsonPath, level, thresholds, nvmlReplay string
+		recordNVML                              string
 		devices                                 []string
 		cpus                                    []int
 		printThresholds                         bool
@@ -43,6 +45,19 @@ Exit codes: 0 no check failed, 1 a check failed, 2 bad usage, 3 a device named w
 absent. The JSON schema is docs/health.md's.`,
 		Args: exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
+			if recordNVML != "" {
+				host, _ := os.Hostname()
+				rec, err := mig.RecordHealth("recorded by tessera-qa doctor --record-nvml on " + host)
+				if err != nil {
+					return err
+				}
+				b, _ := json.MarshalIndent(rec, "", " ")
+				if err := writeFileAtomic(recordNVML, append(b, '\n')); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stderr, "doctor: NVML's answers for %d GPUs recorded in %s (replay with --nvml-replay)\n", len(rec.Devices), recordNVML)
+				return nil
+			}
 			if printThresholds {
 				_, err := io.WriteString(e.stdout, doctor.EmbeddedThresholds())
 				return err
@@ -85,6 +100,7 @@ absent. The JSON schema is docs/health.md's.`,
 	cmd.Flags().StringSliceVar(&devices, "device", nil, "what to check: all (default), cpu, cuda, cpu:N, gpu:N (repeatable; a named device that is absent exits 3)")
 	cmd.Flags().IntSliceVar(&cpus, "cpus", nil, "IDs of the CPU backend instances to check (default 0)")
 	cmd.Flags().StringVar(&nvmlReplay, "nvml-replay", "", "answer NVML from a recorded session `FILE` (as $TESSERA_NVML_REPLAY)")
+	cmd.Flags().StringVar(&recordNVML, "record-nvml", "", "record every NVML health answer of this node into `FILE` (a fixture for --nvml-replay) and exit")
 	cmd.Flags().BoolVar(&printThresholds, "print-thresholds", false, "print the embedded thresholds file and exit")
 	return cmd
 }
