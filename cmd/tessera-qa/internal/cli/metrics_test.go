@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/tessera-qa/tessera-qa/chaos"
 	"github.com/tessera-qa/tessera-qa/metrics"
 )
 
@@ -113,4 +114,55 @@ func keys(m map[string]*dto.MetricFamily) []string {
 
 func TestMetricsAddrRefusedIsInput(t *testing.T) {
 	cli(t, "stress", "--duration", "1s", "--metrics-addr", "256.0.0.1:x").want(t, 2, "E_INPUT")
+}
+
+// chaos runs feed TTD/TTR and checked runs; training steps feed step time per rank.
+func TestChaosAndTrainSeries(t *testing.T) {
+	m, err := metrics.Serve("127.0.0.1:0", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	observeChaos(m, &chaos.Report{BitsIdentical: true, Faults: []chaos.FaultResult{{Fault: "rank/kill", TTD: 0.4, TTR: 2.5}, {Fault: "net/drop", TTD: 0.2}}})
+	observeChaos(m, &chaos.Report{BitsIdentical: false})
+	steps := 0
+	p := timedSteps(m, 3, func(int, float64) { steps++ })
+	for i := range 4 {
+		p(i, 0.5)
+	}
+	fams := scrape(t, m.URL())
+	if steps != 4 {
+		t.Errorf("the wrapped progress ran %d times", steps)
+	}
+	count := func(name string, label string) uint64 {
+		for _, mt := range fams[name].GetMetric() {
+			for _, l := range mt.Label {
+				if l.GetValue() == label {
+					return mt.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+		return 0
+	}
+	if count(metrics.TTD, "rank/kill") != 1 || count(metrics.TTR, "rank/kill") != 1 || count(metrics.TTD, "net/drop") != 1 || count(metrics.TTR, "net/drop") != 0 {
+		t.Errorf("ttd/ttr: %v %v", fams[metrics.TTD], fams[metrics.TTR])
+	}
+	if count(metrics.StepSeconds, "3") != 4 {
+		t.Errorf("steps: %v", fams[metrics.StepSeconds])
+	}
+	if g := fams[metrics.GraphsChecked].Metric[0].GetCounter().GetValue(); g != 2 {
+		t.Errorf("chaos runs checked %v, want 2", g)
+	}
+	if mm := fams[metrics.Mismatches].Metric[0].GetCounter().GetValue(); mm != 1 {
+		t.Errorf("chaos mismatches %v, want 1", mm)
+	}
+}
+
+// chaos --preflight refuses a bad node before any scenario starts.
+func TestChaosPreflightRefuses(t *testing.T) {
+	t.Setenv("TESSERA_NVML_REPLAY", nvmlFixture("h100-pcie-x8.json"))
+	o := cli(t, "chaos", "--preflight", "1", "--kill-rank", "1", "--world", "2", "--artifacts", t.TempDir())
+	if o.code != 1 || !strings.Contains(o.stderr, "preflight: FAIL gpu:0 nvml/pcie-link") {
+		t.Fatalf("exit %d\n%s", o.code, o.stderr)
+	}
 }
