@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"context"
+	_ "embed"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -16,6 +18,25 @@ import (
 	"github.com/tessera-qa/tessera-qa/harness"
 	"github.com/tessera-qa/tessera-qa/mig"
 )
+
+//go:embed burnpins.json
+var burnPinsJSON []byte
+
+// burnPins are the burn workloads' pinned output digests per device class (burnpins.json).
+func burnPins() map[string]map[string]string {
+	var m map[string]json.RawMessage
+	out := map[string]map[string]string{}
+	if json.Unmarshal(burnPinsJSON, &m) != nil {
+		return out
+	}
+	for k, v := range m {
+		var d map[string]string
+		if json.Unmarshal(v, &d) == nil {
+			out[k] = d
+		}
+	}
+	return out
+}
 
 // burnGraphs are the burn-in's workloads: a square GEMM and an attention, sized for the kind
 // of device (a CPU interprets Tile IR, so its sizes are small).
@@ -55,6 +76,7 @@ func prepare(name, text string, flops float64) (workload, error) {
 // burnResult is one workload's burn on one device.
 type burnResult struct {
 	runs, mismatches int
+	first            []string // the first run's digests
 	seconds          float64
 	err              error
 }
@@ -82,7 +104,7 @@ func burn(ctx context.Context, b backend.Backend, ws []workload, d time.Duration
 			}
 			out[i].runs++
 			if first[i] == nil {
-				first[i] = res.digests
+				first[i], out[i].first = res.digests, res.digests
 			} else if !slices.Equal(first[i], res.digests) {
 				out[i].mismatches++
 			}
@@ -212,8 +234,10 @@ func level3(ctx context.Context, o Options, cpus []Target, chosen []*gpuTarget, 
 		scan := <-scanCh
 		cancel()
 		close(stop)
+		pinned := burnPins()[d.t.Backend.DeviceClass()]
 		for i, w := range []workload{gemm, attn} {
 			r := res[i]
+			pin, havePin := pinned[w.name]
 			c := Check{Name: prefix + "/" + w.name, Level: level, Device: d.t.ID, Seconds: r.seconds,
 				Values: map[string]float64{"runs": float64(r.runs), "mismatches": float64(r.mismatches)}}
 			tflops := 0.0
@@ -227,11 +251,19 @@ func level3(ctx context.Context, o Options, cpus []Target, chosen []*gpuTarget, 
 			case r.mismatches > 0:
 				c.Verdict, c.Code = Fail, string(errs.SDC)
 				c.Reason = fmt.Sprintf("%s: %d of %d runs under load gave other bits than the first", errs.SDC, r.mismatches, r.runs)
+			case havePin && len(r.first) == 1 && r.first[0] != pin:
+				c.Verdict, c.Code = Fail, string(errs.SDC)
+				c.Reason = fmt.Sprintf("%s: device %s, %s: every run gave digest %.16s, pinned %.16s for %s", errs.SDC, d.t.ID, w.name, r.first[0], pin, d.t.Backend.DeviceClass())
 			case w.flops > 0 && d.sku.GEMMMinTFLOPS > 0 && tflops < d.sku.GEMMMinTFLOPS:
 				c.Verdict, c.Reason = Fail, fmt.Sprintf("%.2f TFLOPS, below the %s minimum %.1f", tflops, d.sku.Name, d.sku.GEMMMinTFLOPS)
 			default:
 				c.Verdict = Pass
 				c.Reason = fmt.Sprintf("%d runs over %.1fs, every one bit for bit as the first", r.runs, time.Since(start).Seconds())
+				if havePin {
+					c.Reason += " and as pinned for " + d.t.Backend.DeviceClass()
+				} else {
+					c.Reason += " (no pinned digest for " + d.t.Backend.DeviceClass() + " in burnpins.json: compared with the first run only)"
+				}
 				if tflops > 0 {
 					c.Reason += fmt.Sprintf(", %.3f TFLOPS", tflops)
 				}

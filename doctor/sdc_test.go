@@ -93,10 +93,62 @@ func TestPlantedOneDeviceBitFlipIsCaughtEveryTime(t *testing.T) {
 			t.Logf("%d outputs caught; first: %s", len(c.SDC), c.SDC[0].Line())
 		}
 	}
+	// gpu-burn's comparison with the first run cannot see a fault that repeats; the burn pins do.
+	th := DefaultThresholds()
+	for i := range th.SKUs {
+		th.SKUs[i].BurnSeconds = 0.2
+	}
+	var burnt []Check
+	level3(context.Background(), Options{Thresholds: th}, twoCPUs()[1:], nil, func(c ...Check) { burnt = append(burnt, c...) }, 3)
+	for _, c := range burnt {
+		if c.Name == "burn/gemm" && (c.Verdict != Fail || c.Code != string(errs.SDC) || !strings.Contains(c.Reason, "device cpu:1, gemm: every run gave digest")) {
+			t.Errorf("burn/gemm on the flipping device: %s %s", c.Verdict, c.Reason)
+		}
+	}
 	failpoint.Activate() //nolint:errcheck
 	for _, c := range ScanSDC(context.Background(), twoCPUs(), SDCOptions{}) {
 		if c.Verdict != Pass {
 			t.Fatalf("fault off again: %s %s %s", c.Device, c.Verdict, c.Reason)
 		}
+	}
+}
+
+// The burn-in on the CPU: a short burn passes bit for bit as pinned for the class; a wrong pin
+// is E_SDC naming the device and the workload. Prints the digests of a class without pins.
+func TestBurnPins(t *testing.T) {
+	b := &cpu.Backend{}
+	g, a, f := burnGraphs(false)
+	gw, err := prepare("gemm", g, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aw, err := prepare("attention", a, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := burn(context.Background(), b, []workload{gw, aw}, 0)
+	pins, ok := burnPins()[b.DeviceClass()]
+	if !ok {
+		t.Skipf("no burn pins for %s; record: %q: {\"gemm\": %q, \"attention\": %q}", b.DeviceClass(), b.DeviceClass(), res[0].first[0], res[1].first[0])
+	}
+	if res[0].first[0] != pins["gemm"] || res[1].first[0] != pins["attention"] || res[0].runs != 1 {
+		t.Fatalf("burn digests %v %v, pinned %v", res[0].first, res[1].first, pins)
+	}
+	th := DefaultThresholds()
+	for i := range th.SKUs {
+		th.SKUs[i].BurnSeconds = 0.2
+	}
+	var cs []Check
+	level3(context.Background(), Options{Thresholds: th}, twoCPUs()[:1], nil, func(c ...Check) { cs = append(cs, c...) }, 3)
+	for _, c := range cs {
+		if (c.Name == "burn/gemm" || c.Name == "burn/attention" || c.Name == "burn/known-answer-under-load") && (c.Verdict != Pass || c.Device != "cpu:0") {
+			t.Errorf("%s %s: %s %s", c.Device, c.Name, c.Verdict, c.Reason)
+		}
+		if c.Name == "burn/gemm" && !strings.Contains(c.Reason, "as pinned for") {
+			t.Errorf("burn/gemm: %s", c.Reason)
+		}
+	}
+	if len(cs) < 5 {
+		t.Errorf("%d checks: %+v", len(cs), cs)
 	}
 }
