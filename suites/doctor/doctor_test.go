@@ -27,7 +27,7 @@ func check(r doctor.Report, dev, name string) doctor.Check {
 	return doctor.Check{Verdict: "absent"}
 }
 
-var _ = Describe("Recorded NVML sessions", func() {
+var _ = Describe("Recorded NVML sessions", Label("cpu"), func() {
 	DescribeTable("give the documented verdict",
 		func(fixture string, verdict doctor.Verdict, dev, name string, v doctor.Verdict, reason string) {
 			GinkgoT().Setenv(mig.ReplayEnv, filepath.Join("..", "..", "mig", "testdata", "nvml-health", fixture))
@@ -49,7 +49,7 @@ var _ = Describe("Recorded NVML sessions", func() {
 	)
 })
 
-var _ = Describe("SDC scan", func() {
+var _ = Describe("SDC scan", Label("cpu"), func() {
 	It("finds every device bit for bit as pinned (SDC)", func() {
 		targets := []doctor.Target{{ID: "cpu:0", Backend: &cpu.Backend{}}, {ID: "cpu:1", Backend: &cpu.Backend{ID: failpoint.SDCDevice}}}
 		for _, c := range doctor.ScanSDC(context.Background(), targets, doctor.SDCOptions{}) {
@@ -60,7 +60,7 @@ var _ = Describe("SDC scan", func() {
 })
 
 var _ = Describe("Level 2 on this machine", func() {
-	It("is a complete report: CPU checks pass, GPU checks skipped with the reason", func() {
+	It("is a complete report: CPU checks pass, GPU checks skipped with the reason", Label("cpu"), func() {
 		if _, err := cuda.Devices(); err == nil {
 			Skip("a GPU is here: the gpu-labelled spec covers it")
 		}
