@@ -298,3 +298,29 @@ func TestTimeSideBySideAlternatesAndCountsRuns(t *testing.T) {
 		t.Errorf("a failing side: %v", err)
 	}
 }
+
+// The doctor suite: doctor --level 1 as one result per check, its report in RUNDIR/doctor.json
+// for the store; a second run in the same folder works alike.
+func TestDoctorSuiteWritesItsReport(t *testing.T) {
+	dir := t.TempDir()
+	for range 2 {
+		rep, err := Run(Options{Backend: "cpu", Seed: 1, OutDir: dir, Suites: []string{SuiteDoctor}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() || len(rep.Suites) != 1 || rep.Suites[0].Passed+rep.Suites[0].Skipped < 5 {
+			t.Fatalf("doctor suite: %+v", rep.Suites)
+		}
+		results, meas, err := RunFolderFiles(rep.RunDir)
+		if err != nil || results == "" || len(meas) != 1 || filepath.Base(meas[0]) != DoctorFile {
+			t.Fatalf("run folder files %v %v %v", results, meas, err)
+		}
+		found := false
+		for _, r := range rep.Results {
+			found = found || (r.Case == "cpu:0/known-answer/quick" && r.Verdict == harness.VerdictPass)
+		}
+		if !found {
+			t.Errorf("no passing cpu:0/known-answer/quick in %d results", len(rep.Results))
+		}
+	}
+}

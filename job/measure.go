@@ -15,6 +15,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/chaos"
 	"github.com/tessera-qa/tessera-qa/collectives"
+	"github.com/tessera-qa/tessera-qa/doctor"
 	"github.com/tessera-qa/tessera-qa/engine/atomicfile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/report/parse"
@@ -33,6 +34,8 @@ const (
 	StressFile      = "stress.json"
 	CollectivesFile = "collectives.json"
 	BenchFile       = "bench.json"
+	// DoctorFile is `tessera-qa doctor --json` of the doctor suite.
+	DoctorFile = "doctor.json"
 )
 
 // measurements collects the suites' measurements; tasks add to it from worker goroutines.
@@ -43,6 +46,13 @@ type measurements struct {
 	stress *stress.Report
 	coll   []collectives.Row
 	bench  []parse.BenchRow
+	doctor *doctor.Report
+}
+
+func (m *measurements) setDoctor(rep *doctor.Report) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.doctor = rep
 }
 
 func (m *measurements) addChaos(sc *chaos.Scenario, rep *chaos.Report) {
@@ -111,6 +121,11 @@ func (m *measurements) write(dir string, started time.Time, command string) ([]s
 			return paths, err
 		}
 	}
+	if m.doctor != nil {
+		if err := put(DoctorFile, m.doctor); err != nil {
+			return paths, err
+		}
+	}
 	if len(m.coll) > 0 {
 		rows := sortedRows(m.coll)
 		rep := collectives.Report{Schema: collectives.ReportSchema, Kind: collectives.ReportKind, Started: started.UTC(), Machine: host,
@@ -162,7 +177,7 @@ func RunFolderFiles(dir string) (results string, measurements []string, err erro
 	if _, err := os.Stat(results); err != nil {
 		return "", nil, errs.New(errs.Input, "run folder %s: no results.json (%v): not the folder of a finished `tessera-qa run`", dir, err)
 	}
-	for _, name := range []string{ChaosFile, StressFile, CollectivesFile, BenchFile} {
+	for _, name := range []string{ChaosFile, StressFile, CollectivesFile, BenchFile, DoctorFile} {
 		if p := filepath.Join(dir, name); fileExists(p) {
 			measurements = append(measurements, p)
 		}

@@ -41,10 +41,12 @@ const (
 	SuiteStress = "stress"
 	// SuiteBench: CPU-backend timings side by side with the golden model (bench.go).
 	SuiteBench = "bench"
+	// SuiteDoctor: `tessera-qa doctor --level 1` on this node (doctor.go).
+	SuiteDoctor = "doctor"
 )
 
 // Suites lists every suite Run knows.
-var Suites = []string{SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCheck, SuiteCollectives, SuiteTraining, SuiteChaos, SuiteStress, SuiteBench}
+var Suites = []string{SuiteDoctor, SuiteGolden, SuiteDeterminism, SuiteSmoke, SuiteCheck, SuiteCollectives, SuiteTraining, SuiteChaos, SuiteStress, SuiteBench}
 
 // DefaultSmoke is the number of random smoke graphs a run draws by default.
 const DefaultSmoke = 200
@@ -297,6 +299,8 @@ func (r *runner) tasks(suite string) ([]task, error) {
 		return r.stressTasks(), nil
 	case SuiteBench:
 		return r.benchTasks(), nil
+	case SuiteDoctor:
+		return r.doctorTasks(), nil
 	}
 	return nil, errs.New(errs.Internal, "no tasks for suite %q", suite)
 }

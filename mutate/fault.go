@@ -236,6 +236,9 @@ var catalogue = []Fault{
 		Breaks: "expert gradients are averaged over dp only, not over the world: an expert's gradient holds the tokens of its whole ep group, so it comes out ep times too large while the router's and the loss stay right"},
 	{Name: fp.DistMoETieBreakByBackend, Layer: LayerDist, Hook: "training/moe_route.go TopK", Ops: moeOps, First: []string{"moe"},
 		Breaks: "top-k breaks exact ties to the higher expert on the cpu backend and to the lower elsewhere, as a device top-k kernel with another tie order would: tokens with equal router scores go to other experts on another backend"},
+	// issue 25 (h/doctor)
+	{Name: fp.CPUSDCBitFlipOneDevice, Layer: LayerCPU, Hook: "engine/backend/cpu/backend.go (*Backend).Run", Ops: matmulOps, First: []string{"doctor"},
+		Breaks: "silent data corruption on one device: the CPU backend instance with ID 1 flips the lowest bit of one element of every matmul kernel's output; instance 0, which every other suite uses, stays right"},
 }
 
 // moeOps are the ops of the moe model's graphs (router, experts, loss).

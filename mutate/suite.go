@@ -81,6 +81,9 @@ var suites = []Suite{
 	{Name: "verifier", Kind: KindGinkgo, Packages: []string{"suites/verifier"}, OpLabels: true,
 		Args: []string{"-rapid.nofailfile"}, Env: []string{"TESSERA_QA_BIN=-"},
 		What: "invalid graphs refused with their code, one-edit graphs refused or agreeing with engine/ref (suites/verifier)"},
+	// Issue 25: the SDC scan runs the pinned catalogue's matmul cases on two CPU devices.
+	{Name: "doctor", Kind: KindGinkgo, Packages: []string{"suites/doctor"}, Args: []string{"-ginkgo.focus=SDC"},
+		What: "doctor's SDC scan: every device's catalogue bits against the pins (suites/doctor)"},
 	{Name: "numpyio", Kind: KindGinkgo, Packages: []string{"suites/numpyio"}, OpLabels: true,
 		What: "engine-written .npy/.npz read by NumPy and NumPy-written ones read by the engine, bit for bit (suites/numpyio; skips without numpy)"},
 	// Issue 22: only the bitwise specs (every collective against collectives/bitref), in

@@ -66,6 +66,30 @@ type Options struct {
 	// GPUs: job j runs on GPU j mod Devices (TESSERA_CUDA_DEVICE). Its results must still equal
 	// the alone runs' (same device class), which is the check that the GPUs agree.
 	Devices int
+	// Observe, when set, receives a Snapshot every Every while the loaded phase runs (what
+	// --metrics-addr serves).
+	Observe func(Snapshot)
+}
+
+// Snapshot is a run's state so far: totals and, per source and monitor, the latest reading
+// and the leak judge's slope over the samples so far.
+type Snapshot struct {
+	Elapsed                    time.Duration
+	Graphs, Mismatches, Errors int
+	Monitors                   []Leak // Before/After/Slope over the samples so far
+}
+
+func (c *collector) snapshot(el time.Duration) Snapshot {
+	sn := Snapshot{Elapsed: el, Graphs: c.rep.Graphs, Mismatches: c.rep.Mismatches, Errors: c.rep.Errors}
+	sources := make([]string, 0, len(c.samples))
+	for src := range c.samples {
+		sources = append(sources, src)
+	}
+	sort.Strings(sources)
+	for _, src := range sources {
+		sn.Monitors = append(sn.Monitors, JudgeAll(src, c.samples[src])...)
+	}
+	return sn
 }
 
 // deviceEnv is the environment entry that places job's worker process on its GPU under
@@ -405,7 +429,7 @@ func or[T comparable](v, def T) T {
 
 // progress prints a line every o.Every until the returned stop is called.
 func progress(o Options, c *collector, until time.Time) func() {
-	if o.Progress == nil {
+	if o.Progress == nil && o.Observe == nil {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -423,6 +447,13 @@ func progress(o Options, c *collector, until time.Time) func() {
 			case <-t.C:
 				c.mu.Lock()
 				el := time.Since(start).Seconds()
+				if o.Observe != nil {
+					o.Observe(c.snapshot(time.Since(start)))
+				}
+				if o.Progress == nil {
+					c.mu.Unlock()
+					continue
+				}
 				fmt.Fprintf(o.Progress, "stress: %5.1fs/%s  jobs %d  graphs %d (%.0f/s)  mismatches %d  errors %d  rss %.0f MiB\n",
 					el, o.Duration, o.Jobs, c.rep.Graphs, float64(c.rep.Graphs)/el, c.rep.Mismatches, c.rep.Errors, c.last[MonRSS]/(1<<20))
 				c.mu.Unlock()

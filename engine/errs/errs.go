@@ -30,6 +30,7 @@ const (
 	Checkpoint       Code = "E_CHECKPOINT"    // a checkpoint on disk is torn, corrupt or missing
 	CacheCorrupt     Code = "E_CACHE_CORRUPT" // a cache file failed its parse or checksum; it was moved aside and rebuilt
 	Deadlock         Code = "E_DEADLOCK"      // a schedule of sends and receives that can never finish (refused before it runs)
+	SDC              Code = "E_SDC"           // a device's bits differ from the pinned known answer: silent data corruption
 	Internal         Code = "E_INTERNAL"
 )
 

@@ -151,8 +151,19 @@ func Names() []string {
 		DistNaNPayloadKept, DistRaggedTailDropped,
 		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
 		DistPPGradNotDividedByMicroBatches, DistPPGradLastMicroBatchOnly, DistMoEExpertGradTimesEP, DistMoETieBreakByBackend, // issue 27
+		CPUSDCBitFlipOneDevice, // issue 25 (h/doctor)
 	}
 }
+
+// CPUSDCBitFlipOneDevice is silent data corruption on one device (issue 25): the CPU backend
+// instance whose ID is SDCDevice flips the lowest bit of the middle element of the first
+// output of every kernel that its program's schedule calls a matmul kernel, after the kernel ran, as a bad ALU or
+// memory cell of one device would. Every other instance computes right, so only a comparison
+// of each device with the pinned bits (doctor's SDC scan) sees it.
+const CPUSDCBitFlipOneDevice = "cpu/sdc/bit-flip-on-one-device"
+
+// SDCDevice is the ID of the CPU backend instance that CPUSDCBitFlipOneDevice corrupts.
+const SDCDevice = 1
 
 // Faults in the GPU code generator (engine/compiler/ptx). Only a GPU run can catch them, so
 // they are not in Names (the catalogue the CPU suites of CI must catch); the GPU golden specs

@@ -16,13 +16,13 @@ func TestExportIsSelfContained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{StylePath, PageOverview, PageSeries, PageRepro, PageFlaky, PageMetrics, PageCollectives, seriesPage(f.plan.Slow.ID())}
+	want := []string{StylePath, PageOverview, PageSeries, PageRepro, PageFlaky, PageMetrics, PageCollectives, PageNodes, seriesPage(f.plan.Slow.ID())}
 	for _, w := range want {
 		if _, err := os.Stat(filepath.Join(dir, w)); err != nil {
 			t.Errorf("export lacks %s: %v", w, err)
 		}
 	}
-	if len(res.Files) != 1+6+7 {
+	if len(res.Files) != 1+7+7 {
 		t.Errorf("export wrote %d files: %v", len(res.Files), res.Files)
 	}
 	link := regexp.MustCompile(`(?:href|src)="([^"]*)"`)

@@ -32,7 +32,7 @@ type navItem struct{ File, Label string }
 
 // nav is the tab bar of every page.
 var nav = []navItem{{PageOverview, "Overview"}, {PageSeries, "Benchmarks"}, {PageRepro, "Reproducibility"},
-	{PageFlaky, "Flaky"}, {PageMetrics, "Chaos, stress, partitions, compile"}, {PageCollectives, "Collectives"}}
+	{PageFlaky, "Flaky"}, {PageMetrics, "Chaos, stress, partitions, compile"}, {PageCollectives, "Collectives"}, {PageNodes, "Nodes"}}
 
 func fmtPct(d float64) string {
 	if d >= math.MaxFloat64/2 {

@@ -24,6 +24,8 @@ const (
 	PageMetrics  = "metrics.html"
 	// PageCollectives: busbw against size of the collectives checks (collectives.go).
 	PageCollectives = "collectives.html"
+	// PageNodes: the doctor's verdicts per host and device (nodes.go).
+	PageNodes = "nodes.html"
 	// StylePath is the one static asset pages link to.
 	StylePath = "static/style.css"
 )
@@ -52,7 +54,7 @@ func New(db *report.DB) (*Site, error) {
 		return nil, errs.Wrap(errs.Internal, err, "dashboard templates")
 	}
 	s := &Site{db: db, pages: map[string]*template.Template{}, now: time.Now}
-	for _, f := range []string{"overview", "series_index", "series", "repro", "flaky", "metrics", "collectives"} {
+	for _, f := range []string{"overview", "series_index", "series", "repro", "flaky", "metrics", "collectives", "nodes"} {
 		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+f+".html")
 		if err != nil {
 			return nil, errs.Wrap(errs.Internal, err, "dashboard template %s", f)
@@ -109,7 +111,7 @@ func (s *Site) Pages(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []string{PageOverview, PageSeries, PageRepro, PageFlaky, PageMetrics, PageCollectives}
+	out := []string{PageOverview, PageSeries, PageRepro, PageFlaky, PageMetrics, PageCollectives, PageNodes}
 	for _, r := range idx {
 		out = append(out, seriesPage(r.ID))
 	}
@@ -137,6 +139,9 @@ func (s *Site) build(ctx context.Context, name string) (string, any, error) {
 	case PageCollectives:
 		d, err := s.collectives(ctx)
 		return "collectives", d, err
+	case PageNodes:
+		d, err := s.nodes(ctx)
+		return "nodes", d, err
 	}
 	if id, ok := strings.CutPrefix(name, "series-"); ok {
 		if id, ok = strings.CutSuffix(id, ".html"); ok && isSeriesID(id) {

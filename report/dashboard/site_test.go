@@ -22,7 +22,7 @@ func TestEveryPageRendersWithoutHostileMarkup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pages) != 6+7 { // 6 fixed pages; synth's 6 series + the hostile one
+	if len(pages) != 7+7 { // 7 fixed pages; synth's 6 series + the hostile one
 		t.Errorf("%d pages: %v", len(pages), pages)
 	}
 	for _, p := range pages {

@@ -11,7 +11,7 @@ import (
 // Report is a validated file: the rows to write and what the file says about its run
 // (Batch.Run holds the file's own commit, machine, ... and may be partly empty).
 type Report struct {
-	Kind  string // "results", "ginkgo", "bench", "collectives", "chaos", "stress"
+	Kind  string // "results", "ginkgo", "bench", "collectives", "chaos", "stress", "doctor"
 	Batch store.Batch
 }
 
@@ -46,6 +46,8 @@ func Parse(name string, data []byte) (*Report, error) {
 		p, err = parseChaos(name, data)
 	case "stress":
 		p, err = parseStress(name, data)
+	case "doctor":
+		p, err = parseDoctor(name, data)
 	}
 	if err != nil {
 		return nil, err
@@ -70,6 +72,9 @@ func sniff(name string, data []byte) (string, error) {
 		}
 		if string(bytes.TrimSpace(first["kind"])) == `"`+CollectivesKind+`"` {
 			return "collectives", nil
+		}
+		if string(bytes.TrimSpace(first["format"])) == `"`+DoctorFormat+`"` {
+			return "doctor", nil
 		}
 		if string(bytes.TrimSpace(first["kind"])) == `"`+ChaosKind+`"` {
 			return "chaos", nil

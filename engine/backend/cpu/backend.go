@@ -14,6 +14,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
@@ -26,6 +27,9 @@ func init() { backend.Register(&Backend{}) }
 type Backend struct {
 	// Workers is the number of goroutines that run grid points; 0 means GOMAXPROCS at each Run.
 	Workers int
+	// ID tells instances of the backend apart (doctor names the CPU device "cpu:ID"); it
+	// changes nothing in what runs, except under the failpoint CPUSDCBitFlipOneDevice.
+	ID int
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -86,6 +90,9 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 		if err := runKernel(k, p.Buffers, bufs, ws); err != nil {
 			return nil, err
 		}
+		if failpoint.Enabled(failpoint.CPUSDCBitFlipOneDevice) && b.ID == failpoint.SDCDevice {
+			flipOneBit(p, k, bufs)
+		}
 	}
 	out := make([]*tensor.Tensor, len(p.Outputs))
 	for i, bi := range p.Outputs {
@@ -145,4 +152,18 @@ func checkProgram(p *compiler.Program) error {
 		return err
 	}
 	return check("output", p.Outputs, p.Graph.Outputs)
+}
+
+// flipOneBit is the failpoint CPUSDCBitFlipOneDevice: the lowest bit of the middle element of
+// k's first output, when p's schedule says k is a matmul kernel.
+func flipOneBit(p *compiler.Program, k *tile.Kernel, bufs [][]byte) {
+	if !slices.ContainsFunc(p.Schedules, func(s compiler.Schedule) bool { return s.Kernel == k.Name && s.Kind == "matmul" }) {
+		return
+	}
+	for _, prm := range k.Params {
+		if prm.Output && prm.Len > 0 {
+			bufs[prm.Buffer][(prm.Len/2)*prm.DType.Size()] ^= 1
+			return
+		}
+	}
 }

@@ -29,6 +29,8 @@ func newChaosCmd(e *env) *cobra.Command {
 		seed                          uint64
 		artifacts, jsonPath, scenFile string
 		regressions, list             bool
+		preflightLevel                int
+		metricsAddr                   string
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos [--kill-rank R [--at-step S] | --hang-rank R [--for D] | --partition R1,R2 | --faults NAME[@RANK:STEP],... | --schedule random --count N --seed S | --regressions]",
@@ -66,6 +68,9 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 			ctx := context.Background()
 			if chaos.IsWorker() {
 				return chaos.RunRank(ctx, e.stdout)
+			}
+			if err := e.preflight(cmd, preflightLevel); err != nil {
+				return err
 			}
 			if list {
 				sc := base
@@ -125,6 +130,11 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 				// single-node run moves aside from an earlier run.
 				artifacts = freshArtifacts(e.stderr, "chaos", artifacts, "*/history-agent-*.jsonl")
 			}
+			m, stopMetrics, err := e.startMetrics(metricsAddr, "chaos")
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			w := e.human(jsonPath)
 			host, _ := os.Hostname()
 			res := chaos.Document{Schema: chaos.DocumentSchema, Kind: chaos.DocumentKind, Started: time.Now().UTC(), Machine: host,
@@ -142,6 +152,7 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 				fmt.Fprint(w, rep.Table())
 				fmt.Fprintf(w, "artifacts: %s\n\n", dir)
 				res.Scenarios = append(res.Scenarios, rep)
+				observeChaos(m, rep)
 				res.Passed = res.Passed && rep.Passed
 				res.BitsIdentical = res.BitsIdentical && rep.BitsIdentical
 			}
@@ -189,6 +200,8 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 	f.StringVar(&base.Plant, "plant", "", "testing: plant a known bug (accept-bad-checksum) to see the checker catch it")
 	f.MarkHidden("plant")
 	addJSONFlag(cmd, &jsonPath)
+	addPreflightFlag(cmd, &preflightLevel)
+	addMetricsFlag(cmd, &metricsAddr)
 	return cmd
 }
 

@@ -47,10 +47,10 @@ func TestDashboardExport(t *testing.T) {
 		Bytes int64    `json:"bytes"`
 	}
 	mustJSON(t, o.stdout, &res)
-	if res.Dir != dir || len(res.Files) != 1+6+6 || res.Bytes == 0 {
+	if res.Dir != dir || len(res.Files) != 1+7+6 || res.Bytes == 0 {
 		t.Errorf("export report: %+v", res)
 	}
-	if !strings.Contains(o.stderr, "dashboard: 13 files") {
+	if !strings.Contains(o.stderr, "dashboard: 14 files") {
 		t.Errorf("human line: %q", o.stderr)
 	}
 	page, err := os.ReadFile(filepath.Join(dir, "series-"+plan.Slow.ID()+".html"))

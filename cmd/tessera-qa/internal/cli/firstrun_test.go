@@ -31,13 +31,13 @@ func TestRunTwiceInOneFolderAndTheDashboardShowsIt(t *testing.T) {
 	t.Logf("first run: %.1f s", time.Since(start).Seconds())
 
 	// What the job measured is in its run folder, in the formats the reporter reads.
-	for _, name := range []string{job.ChaosFile, job.StressFile, job.CollectivesFile, job.BenchFile, "results.json", "junit.xml"} {
+	for _, name := range []string{job.ChaosFile, job.StressFile, job.CollectivesFile, job.BenchFile, job.DoctorFile, "results.json", "junit.xml"} {
 		if _, err := os.Stat(filepath.Join(first.RunDir, name)); err != nil {
 			t.Errorf("run folder lacks %s: %v", name, err)
 		}
 	}
-	if len(first.Measurements) != 4 {
-		t.Errorf("measurements %v, want chaos, stress, collectives and bench", first.Measurements)
+	if len(first.Measurements) != 5 {
+		t.Errorf("measurements %v, want chaos, stress, doctor, collectives and bench", first.Measurements)
 	}
 
 	site := filepath.Join(t.TempDir(), "site")

@@ -12,6 +12,7 @@ func init() { registerVerb(newLaunchCmd) }
 
 func newLaunchCmd(e *env) *cobra.Command {
 	var s launch.Spec
+	var preflightLevel int
 	cmd := &cobra.Command{
 		Use:   "launch --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P] [--] PROGRAM [ARGS...]",
 		Short: "Start the ranks of a distributed job on this node, as torchrun does",
@@ -44,6 +45,9 @@ Exit: the ranks' code (0 when all succeeded); 2 for bad usage (E_INPUT: --nproc-
 			if !cmd.Flags().Changed("nproc-per-node") {
 				return usage(cmd, "--nproc-per-node is required")
 			}
+			if err := e.preflight(cmd, preflightLevel); err != nil {
+				return err
+			}
 			s.Program, s.Args = args[0], args[1:]
 			s.Stdout, s.Stderr = e.stdout, e.stderr
 			exit, err := launch.Run(context.Background(), s)
@@ -64,6 +68,7 @@ Exit: the ranks' code (0 when all succeeded); 2 for bad usage (E_INPUT: --nproc-
 	f.DurationVar(&s.Timeout, "rdzv-timeout", 0, "how long ranks wait for each other (TESSERA_RDZV_TIMEOUT; 0: their default, 5m)")
 	f.DurationVar(&s.Grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when tearing ranks down")
 	f.IntVar(&s.MaxRestarts, "max-restarts", 0, "start a failed group again up to N times (torchelastic semantics)")
+	addPreflightFlag(cmd, &preflightLevel)
 	f.StringVar(&s.JobID, "job-id", "", "job id (default: TESSERA_RDZV_JOB, else random on one node, derived from the master on several)")
 	return cmd
 }

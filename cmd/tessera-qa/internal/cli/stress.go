@@ -22,14 +22,14 @@ func init() { registerVerb(newStressCmd) }
 
 func newStressCmd(e *env) *cobra.Command {
 	var (
-		jobs                        int
-		mode, device, out, jsonPath string
-		worker, plant, workload     string
-		pressure, cpuBudget         string
-		cacheCorrupt, spread        bool
-		duration, interval          time.Duration
-		seed                        uint64
-		perJob                      int
+		jobs                             int
+		mode, device, out, jsonPath      string
+		worker, plant, workload          string
+		pressure, cpuBudget, metricsAddr string
+		cacheCorrupt, spread             bool
+		duration, interval               time.Duration
+		seed                             uint64
+		perJob                           int
 	)
 	cmd := &cobra.Command{
 		Use:   "stress --jobs N --mode goroutines|processes|streams [--device cpu|cuda] --duration D [--workload graphs|train] [--pressure oom|cache] [--json FILE]",
@@ -133,11 +133,16 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 				devices = len(devs)
 				fmt.Fprintf(e.stderr, "stress: jobs spread over %d GPU(s): job j on GPU j mod %d\n", devices, devices)
 			}
+			m, stopMetrics, err := e.startMetrics(metricsAddr, "stress")
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			fmt.Fprintf(e.stderr, "stress: %d jobs (%s) on %s for %s; alone runs first; artifacts %s\n", jobs, mode, ch.Backend.Device(), duration, out)
 			rep, err := stress.Run(context.Background(), stress.Options{
 				Mode: mode, Jobs: jobs, Backend: ch.Backend, Duration: duration, Seed: seed, PerJob: perJob,
 				Interval: interval, OutDir: out, Progress: e.stderr, Plant: plant, Workload: workload,
-				Pressure: pressure, CPUBudget: budget, NoCorrupt: !cacheCorrupt, Devices: devices,
+				Pressure: pressure, CPUBudget: budget, NoCorrupt: !cacheCorrupt, Devices: devices, Observe: observeStress(m),
 				Command: func(ctx context.Context, a string) *exec.Cmd {
 					args := []string{"stress", "--device", device, "--worker", a}
 					return exec.CommandContext(ctx, exe, args...)
@@ -170,6 +175,7 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 	f.StringVar(&cpuBudget, "cpu-budget", "32MiB", "the cpu backend's memory budget under --pressure oom")
 	f.BoolVar(&cacheCorrupt, "cache-corrupt", true, "under --pressure cache, corrupt the cache file halfway")
 	addJSONFlag(cmd, &jsonPath)
+	addMetricsFlag(cmd, &metricsAddr)
 	f.StringVar(&worker, "worker", "", "internal: run one job of a plan (JSON arguments)")
 	f.MarkHidden("worker")
 	f.StringVar(&workload, "workload", stress.WorkloadGraphs, "what each job runs: graphs (random graphs) or train (short training runs of the mlp)")

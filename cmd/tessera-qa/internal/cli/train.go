@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -37,7 +38,8 @@ func newTrainCmd(e *env) *cobra.Command {
 		lr                               float64
 		timeStep, strategiesTable        bool
 		dims                             training.Dims
-		reps                             int
+		reps, preflightLevel             int
+		metricsAddr                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -74,6 +76,9 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			dt, err := numerics.Parse(dtype)
 			if err != nil || !dt.IsFloat() {
 				return usage(cmd, "--dtype %q: want a float dtype", dtype)
+			}
+			if err := e.preflight(cmd, preflightLevel); err != nil {
+				return err
 			}
 			if timeStep {
 				return trainTimeStep(e, model, dt, dims, reps, jsonPath)
@@ -146,12 +151,20 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			}
 			cfg.Model, cfg.DType, cfg.Backend, cfg.Optimizer = model, dt, b, opt
 			ctx := context.Background()
+			m, stopMetrics, err := e.startMetrics(metricsAddr, "train")
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			var res *training.Result
 			w := e.human(jsonPath)
 			switch {
 			case transport == "tcp" && launch.InJob():
 				if os.Getenv(training.ResultEnv) == "" { // under an outside launcher: the log is the progress
 					cfg.Progress = func(step int, loss float64) { fmt.Fprintf(e.stderr, "step %d loss %.6g\n", step, loss) }
+				}
+				if rank, err := strconv.Atoi(os.Getenv("RANK")); err == nil && m != nil {
+					cfg.Progress = timedSteps(m, rank, cfg.Progress)
 				}
 				if res, err = training.Rank(ctx, cfg); err != nil {
 					return err
@@ -174,7 +187,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 				}
 			default:
 				bar := newTrainBar(e.stderr, model, cfg.Steps)
-				cfg.Progress = bar.step
+				cfg.Progress = timedSteps(m, 0, bar.step)
 				res, err = training.Inproc(ctx, cfg, world)
 				bar.wait()
 				if err != nil {
@@ -230,6 +243,8 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.BoolVar(&strategiesTable, "strategies", false, "print the determinism-across-strategies table of --model (one step on one rank, dp, tp, pp and combinations to 8 ranks, deterministic and exact modes)")
 	f.IntVar(&reps, "reps", 20, "with --time-step: timed steps per side (median)")
 	addJSONFlag(cmd, &jsonPath)
+	addPreflightFlag(cmd, &preflightLevel)
+	addMetricsFlag(cmd, &metricsAddr)
 	return cmd
 }
 
