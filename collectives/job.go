@@ -136,6 +136,9 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		o.Modes = []dist.Mode{dist.Deterministic}
 	}
 	cfg := Config{Iters: o.Iters, Warmup: o.Warmup, Seed: o.Seed, Timeout: o.Timeout, Delay: o.Delay, Mismatch: o.Mismatch}
+	if len(o.Worlds) > 0 {
+		cfg.Split = SplitFor(slices.Max(o.Worlds))
+	}
 	rep := &Report{Schema: ReportSchema, Kind: ReportKind, Started: time.Now().UTC(), DeviceClass: "cpu/" + runtime.GOARCH,
 		Command: o.Command, Seed: o.Seed, Iters: o.Iters, Warmup: o.Warmup, Gloo: glooInfo}
 	rep.Machine, _ = os.Hostname()

@@ -73,14 +73,22 @@ const DefaultSplit = 24
 // every contribution, Split times a row's inputs.
 const SplitMaxCount = 1 << 20
 
-func (cfg *Config) split() int {
+func (cfg *Config) split(world int) int {
 	switch {
 	case cfg.Split < 0:
 		return 0
 	case cfg.Split == 0:
-		return DefaultSplit
+		return SplitFor(world)
 	}
 	return cfg.Split
+}
+
+// SplitFor is the default number of split contributions for worlds up to maxWorld:
+// DefaultSplit, or the smallest multiple of it that gives every rank at least one
+// contribution (a rank with none has nothing to reduce). A command running several worlds
+// uses its largest, so every world sums the same contributions.
+func SplitFor(maxWorld int) int {
+	return max(1, (maxWorld+DefaultSplit-1)/DefaultSplit) * DefaultSplit
 }
 
 // NewComm wraps t as the run's communicator: cfg's mode and timeout, and the injected
@@ -300,7 +308,7 @@ func runCase(ctx context.Context, c *dist.Comm, cfg Config, cs Case) (record, er
 	}
 
 	// Exact mode: the same global contributions split over this world.
-	if k := cfg.split(); cfg.Mode == dist.Exact && cs.Op == AllReduce && k > 0 && cs.Count <= SplitMaxCount {
+	if k := cfg.split(n); cfg.Mode == dist.Exact && cs.Op == AllReduce && k >= n && cs.Count <= SplitMaxCount {
 		parts := splitParts(g, r, n, k, cs.Count)
 		res := make([]byte, cs.Count*sz)
 		poison(res)

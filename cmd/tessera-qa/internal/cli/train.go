@@ -66,6 +66,15 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			if timeStep {
 				return trainTimeStep(e, model, dt, dims, reps, jsonPath)
 			}
+			if dims.Batch < 0 {
+				return usage(cmd, "--batch %d: want a positive global batch", dims.Batch)
+			}
+			if dims.Batch > 0 {
+				// Without --time-step, --batch sets the global batch of the default model
+				// (a dp world larger than the default batch of 32 needs one it divides).
+				cfg.Dims = training.DefaultDims(model)
+				cfg.Dims.Batch = dims.Batch
+			}
 			world := 1
 			if meshArg != "" {
 				m, err := mesh.ParseMesh(meshArg)
@@ -167,7 +176,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.IntVar(&cfg.KillAtStep, "kill-at-step", 0, "testing: SIGKILL this process right after step S (every rank)")
 	f.MarkHidden("kill-at-step")
 	f.BoolVar(&timeStep, "time-step", false, "time one step (forward+backward, AdamW) on the GPU against torch eager in the same command, at --batch/--seq/--width/--heads/--ffn")
-	f.IntVar(&dims.Batch, "batch", 0, "with --time-step: batch (rows for mlp, sequences for transformer-block)")
+	f.IntVar(&dims.Batch, "batch", 0, "global batch (rows for mlp, sequences for transformer-block); dp must divide it (default 32 for mlp)")
 	f.IntVar(&dims.Seq, "seq", 0, "with --time-step: sequence length")
 	f.IntVar(&dims.Width, "width", 0, "with --time-step: model width")
 	f.IntVar(&dims.Heads, "heads", 0, "with --time-step: attention heads")
