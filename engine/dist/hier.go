@@ -59,6 +59,22 @@ func (c *Comm) AllReduceHier(ctx context.Context, dt numerics.DType, send, recv 
 	return cl.hier(send, recv, count, nodeSize)
 }
 
+// The Aux field of the hierarchical route's frames says which step a frame belongs to (the
+// receiver does not check it; a modeled fabric times each step's sends from what they wait
+// for): the raw contributions inside a node, the running sum up the chain (0), the result
+// down it, the gather inside the node.
+const (
+	hierAuxLocal  = 1
+	hierAuxResult = 2
+	hierAuxGather = 3
+)
+
+// HierSegmentBytes is the running sum's segment on the chain (the pipeline's unit).
+const HierSegmentBytes = segmentBytes
+
+// AccBytes is the bytes of one element of a chain's running sum for dt.
+func AccBytes(dt numerics.DType) int { return accSize(dt) }
+
 // accSize is the bytes of one element of a chain's running sum.
 func accSize(dt numerics.DType) int {
 	if dt == numerics.F64 || dt.IsInt() {
@@ -90,7 +106,7 @@ func (cl *call) hier(send, recv []byte, count, L int) error {
 		}
 		qlo, qhi := chunk(count, L, q)
 		fns = append(fns, func(cl *call) error {
-			return cl.send(base+q, OpReduce, 1, send[qlo*size:qhi*size])
+			return cl.send(base+q, OpReduce, hierAuxLocal, send[qlo*size:qhi*size])
 		}, func(cl *call) error {
 			f, err := cl.recvSeq(base+q, OpReduce, cl.seq, 0, m)
 			if err != nil {
@@ -138,7 +154,7 @@ func (cl *call) hier(send, recv []byte, count, L int) error {
 				continue
 			}
 			finishAcc(cl.dt, cl.red, part, mine[a*size:b*size], n)
-			if err := cl.sendSeq(prev, OpAllReduce, 0, cl.seq, uint32(1+nseg+k), mine[a*size:b*size], Checksum(mine[a*size:b*size])); err != nil {
+			if err := cl.sendSeq(prev, OpAllReduce, hierAuxResult, cl.seq, uint32(1+nseg+k), mine[a*size:b*size], Checksum(mine[a*size:b*size])); err != nil {
 				return err
 			}
 		}
@@ -156,7 +172,7 @@ func (cl *call) hier(send, recv []byte, count, L int) error {
 			copy(mine[a*size:b*size], f.Payload)
 			cl.c.recycle(f)
 			if g > 0 {
-				if err := cl.sendSeq(prev, OpAllReduce, 0, cl.seq, uint32(1+nseg+k), mine[a*size:b*size], f.CRC); err != nil {
+				if err := cl.sendSeq(prev, OpAllReduce, hierAuxResult, cl.seq, uint32(1+nseg+k), mine[a*size:b*size], f.CRC); err != nil {
 					return err
 				}
 			}
@@ -181,7 +197,7 @@ func (cl *call) hier(send, recv []byte, count, L int) error {
 		}
 		qlo, qhi := chunk(count, L, q)
 		fns = append(fns, func(cl *call) error {
-			return cl.sendSeq(base+q, OpAllReduce, 0, cl.seq, 1, mine, crc)
+			return cl.sendSeq(base+q, OpAllReduce, hierAuxGather, cl.seq, 1, mine, crc)
 		}, func(cl *call) error {
 			f, err := cl.recvSeq(base+q, OpAllReduce, cl.seq, 1, qhi-qlo)
 			if err != nil {
