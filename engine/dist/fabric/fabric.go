@@ -28,7 +28,7 @@ type Fabric struct {
 	mu     sync.Mutex
 	clock  []time.Duration
 	port   [][classLimit]time.Duration // real time: when each port is free
-	busy   [][classLimit][]span           // virtual time: each port's booked spans, in order
+	busy   [][classLimit][]span        // virtual time: each port's booked spans, in order
 	rng    []*rand.Rand
 	stamps map[linkKey][]time.Duration
 	links  map[linkKey]*sync.Mutex
