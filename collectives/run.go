@@ -40,6 +40,12 @@ type Config struct {
 	// Mismatch, when set, makes one rank call every case with another count, dtype or op:
 	// the desync check (its ranks must fail with E_DESYNC, none may hang).
 	Mismatch *Mismatch
+	// Wrap, when set, wraps every rank's transport (outermost, after Delay): a modeled
+	// fabric (engine/dist/fabric), whose Now() then times the calls.
+	Wrap func(dist.Transport) dist.Transport
+	// HierNode > 0 runs all_reduce on the hierarchical route over nodes of that many ranks
+	// (dist.Comm.AllReduceHier; it takes the flat route where that one does not apply).
+	HierNode int
 	// commID is the communicator id NewComm gives (several runs over one transport).
 	commID uint32
 }
@@ -96,6 +102,9 @@ func SplitFor(maxWorld int) int {
 func NewComm(t dist.Transport, cfg Config) *dist.Comm {
 	if cfg.Delay > 0 {
 		t = withDelay(t, cfg.Delay, cfg.Seed)
+	}
+	if cfg.Wrap != nil {
+		t = cfg.Wrap(t)
 	}
 	return dist.NewComm(t, dist.Options{Mode: cfg.Mode, Timeout: cfg.Timeout, ID: cfg.commID})
 }
@@ -244,6 +253,9 @@ func runCase(ctx context.Context, c *dist.Comm, cfg Config, cs Case) (record, er
 	call := func(send, recv []byte) error {
 		switch cs.Op {
 		case AllReduce:
+			if cfg.HierNode > 0 {
+				return c.AllReduceHier(ctx, dt, send, recv, cs.Red, cfg.HierNode)
+			}
 			return c.AllReduce(ctx, dt, send, recv, cs.Red)
 		case AllGather:
 			return c.AllGather(ctx, dt, send, recv)
@@ -350,7 +362,16 @@ func timeIt(ctx context.Context, c *dist.Comm, cfg Config, fn func() error) (flo
 			return 0, err
 		}
 	}
+	// A modeled fabric's transport keeps its own (possibly virtual) time.
+	clock, timed := c.Transport().(interface{ Now() time.Duration })
 	return timeReps(ctx, c, cfg.Iters, func() (float64, error) {
+		if timed {
+			t0 := clock.Now()
+			if err := fn(); err != nil {
+				return 0, err
+			}
+			return (clock.Now() - t0).Seconds(), nil
+		}
 		t0 := time.Now()
 		if err := fn(); err != nil {
 			return 0, err
