@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/dist/fabric"
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"io"
 	"os"
@@ -30,6 +31,7 @@ func newTrainCmd(e *env) *cobra.Command {
 		cfg                              training.Config
 		model, meshArg, transport, dtype string
 		optName, backendArg, jsonPath    string
+		topology                         string
 		lr                               float64
 		timeStep                         bool
 		dims                             training.Dims
@@ -89,6 +91,19 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 				world = m.World()
 				if m.AxisIndex("tp") >= 0 {
 					cfg.Mesh = m
+				}
+				if topology != "" {
+					tp, err := fabric.Parse(topology)
+					if err != nil {
+						return err
+					}
+					warns, err := fabric.Placement(tp, m)
+					if err != nil {
+						return err
+					}
+					for _, w := range warns {
+						fmt.Fprintf(e.stderr, "train: warning: %s\n", w)
+					}
 				}
 			}
 			if transport != "inproc" && transport != "tcp" {
@@ -176,6 +191,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.IntVar(&cfg.KillAtStep, "kill-at-step", 0, "testing: SIGKILL this process right after step S (every rank)")
 	f.MarkHidden("kill-at-step")
 	f.BoolVar(&timeStep, "time-step", false, "time one step (forward+backward, AdamW) on the GPU against torch eager in the same command, at --batch/--seq/--width/--heads/--ffn")
+	f.StringVar(&topology, "topology", "", "warn when a tp group of --mesh crosses a slow link of this topology (nodes=GxL, racks=RxGxL, nvl72; rank r on its rank r)")
 	f.IntVar(&dims.Batch, "batch", 0, "global batch (rows for mlp, sequences for transformer-block); dp must divide it (default 32 for mlp)")
 	f.IntVar(&dims.Seq, "seq", 0, "with --time-step: sequence length")
 	f.IntVar(&dims.Width, "width", 0, "with --time-step: model width")
