@@ -23,7 +23,11 @@ type hub struct {
 	closed []chan struct{} // closed[r] is closed when rank r's endpoint closes
 }
 
-type commBoxes struct{ slots []atomic.Pointer[chan *Frame] }
+// commBoxes holds one row of queues per sender, made when that sender first uses the
+// communicator: a sub-communicator of m members costs m rows, not the world's square.
+type commBoxes struct {
+	rows []atomic.Pointer[[]atomic.Pointer[chan *Frame]]
+}
 
 type boxKey struct {
 	comm     uint32
@@ -36,7 +40,7 @@ func (h *hub) box(k boxKey) chan *Frame {
 		h.mu.Lock()
 		old := *h.comms.Load()
 		if cb = old[k.comm]; cb == nil {
-			cb = &commBoxes{slots: make([]atomic.Pointer[chan *Frame], h.n*h.n)}
+			cb = &commBoxes{rows: make([]atomic.Pointer[[]atomic.Pointer[chan *Frame]], h.n)}
 			next := make(map[uint32]*commBoxes, len(old)+1)
 			for id, v := range old {
 				next[id] = v
@@ -46,7 +50,13 @@ func (h *hub) box(k boxKey) chan *Frame {
 		}
 		h.mu.Unlock()
 	}
-	slot := &cb.slots[k.from*h.n+k.to]
+	row := cb.rows[k.from].Load()
+	if row == nil {
+		r := make([]atomic.Pointer[chan *Frame], h.n)
+		cb.rows[k.from].CompareAndSwap(nil, &r)
+		row = cb.rows[k.from].Load()
+	}
+	slot := &(*row)[k.to]
 	if b := slot.Load(); b != nil {
 		return *b
 	}
