@@ -45,7 +45,7 @@ func TestFabricRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := Matrix{Ops: []Op{AllReduce, AllGather}, RedOps: []dist.RedOp{dist.Sum, dist.Avg}, DTypes: []numerics.DType{numerics.F32, numerics.BF16},
-		Counts: []int{7, 1021}, Sizes: []int64{256 << 10}}
+		Counts: []int{7, 1021}, Sizes: []int64{64 << 10}}
 	out, err := Run(context.Background(), Options{Matrix: m, Transport: "inproc", Worlds: []int{16}, Iters: 2, Warmup: 1, Seed: 1,
 		Fabric: &Fabric{Topology: tp}})
 	if err != nil {

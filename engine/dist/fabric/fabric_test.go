@@ -125,7 +125,11 @@ func TestPredictedVsMeasured(t *testing.T) {
 		{"nvl72", 72, 1 << 14}, {"racks=2x2x4", 16, 1 << 18}, {"nodes=2x8,net-bw=5G,jitter=2us", 16, 1 << 18}}
 	for _, c := range cases {
 		topo := mustTopo(t, c.spec, c.n)
-		for _, op := range []string{"all_reduce", "all_reduce/hier", "all_gather", "reduce_scatter", "broadcast", "all_to_all"} {
+		ops := []string{"all_reduce", "all_reduce/hier", "all_gather", "reduce_scatter", "broadcast", "all_to_all"}
+		if c.n > 16 {
+			ops = ops[:3] // the large worlds: the all_reduce routes and one direct phase, to keep CI cheap
+		}
+		for _, op := range ops {
 			hier := 0
 			name := op
 			if op == "all_reduce/hier" {
