@@ -249,3 +249,31 @@ func mustTopoErr(spec string, n int) (*Topology, error) {
 	}
 	return tp.For(n)
 }
+
+// TestRealTimeThrottles: in real time the sender is held for the modeled cost: an all_reduce
+// over a 3 ms network takes at least the model's time on the wall clock (and not wildly more).
+func TestRealTimeThrottles(t *testing.T) {
+	topo := mustTopo(t, "nodes=2x2,net-lat=3ms,nvl-lat=1ms", 4)
+	fab := New(topo, false, 1)
+	want := topo.Predict("all_reduce", 4, 4, 64, 0)
+	ctx := context.Background()
+	t0 := time.Now()
+	noErrs(t, runWorld(fab, dist.Options{}, func(c *dist.Comm) error {
+		b := make([]byte, 4*64)
+		return c.AllReduce(ctx, numerics.F32, b, b, dist.Sum)
+	}))
+	got := time.Since(t0)
+	t.Logf("real time %s, predicted %s", got, want)
+	if got < want*9/10 || got > 20*want {
+		t.Fatalf("real time %s, predicted %s", got, want)
+	}
+}
+
+func noErrs(t *testing.T, es []error) {
+	t.Helper()
+	for r, e := range es {
+		if e != nil {
+			t.Fatalf("rank %d: %v", r, e)
+		}
+	}
+}
