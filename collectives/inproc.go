@@ -41,7 +41,7 @@ func RunInproc(ctx context.Context, n int, cfg Config) ([]Row, error) {
 }
 
 // MaxInprocWorld bounds in-process worlds (goroutines holding their buffers).
-const MaxInprocWorld = 64
+const MaxInprocWorld = 256
 
 // firstFailure picks the error that explains a failed world: the first rank's error that is
 // not a consequence of another rank's (E_TIMEOUT_COMM), else the first error.

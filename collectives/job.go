@@ -77,6 +77,8 @@ type Options struct {
 	Delay         time.Duration // injected per-frame delays (Config.Delay)
 	Mismatch      *Mismatch
 	VsGloo        bool
+	// Fabric, when set, runs the in-process worlds over a modeled fabric (--topology).
+	Fabric *Fabric
 	// CompareHost runs the same cases, worlds and modes on the inproc host transport in the
 	// same command and puts its digests beside every row (CompareHost): how a device run
 	// proves it gives the host transports' bits.
@@ -116,6 +118,9 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			return nil, errs.New(errs.Input, "collectives: world size %d (want 1..%d)", n, MaxInprocWorld)
 		}
 	}
+	if o.Fabric != nil && o.Transport != "inproc" {
+		return nil, errs.New(errs.Input, "collectives --topology: the modeled fabric wraps the inproc transport's ranks (got --transport %s)", o.Transport)
+	}
 	if IsDevice(o.Transport) {
 		if err := checkDeviceOptions(o); err != nil {
 			return nil, err
@@ -136,6 +141,9 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		o.Modes = []dist.Mode{dist.Deterministic}
 	}
 	cfg := Config{Iters: o.Iters, Warmup: o.Warmup, Seed: o.Seed, Timeout: o.Timeout, Delay: o.Delay, Mismatch: o.Mismatch}
+	if len(o.Worlds) > 0 {
+		cfg.Split = SplitFor(slices.Max(o.Worlds))
+	}
 	rep := &Report{Schema: ReportSchema, Kind: ReportKind, Started: time.Now().UTC(), DeviceClass: "cpu/" + runtime.GOARCH,
 		Command: o.Command, Seed: o.Seed, Iters: o.Iters, Warmup: o.Warmup, Gloo: glooInfo}
 	rep.Machine, _ = os.Hostname()
@@ -154,7 +162,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 					total := len(c.Cases) * len(o.Modes)
 					c.Progress = func(done, _ int) { o.Progress(n, mi*len(c.Cases)+done, total) }
 				}
-				rows, err := RunInproc(ctx, n, c)
+				var rows []Row
+				var err error
+				if o.Fabric != nil {
+					rows, err = runFabric(ctx, o.Fabric, n, c)
+				} else {
+					rows, err = RunInproc(ctx, n, c)
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -317,6 +331,7 @@ func finish(ctx context.Context, o Options, rep *Report) error {
 		rep.Checks = append(rep.Checks, Check{Name: fmt.Sprintf("exact all_reduce: the same bits on worlds %s (%d cases)", strings.Join(ws, ","), cases),
 			Passed: len(bad) == 0 && cases > 0, Detail: bad})
 	}
+	rep.Checks = append(rep.Checks, fabricChecks(rep.Rows)...)
 	if len(o.Modes) > 1 {
 		rep.ModeCost = ModeCosts(rep.Rows, o.Modes[0].String())
 	}

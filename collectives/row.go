@@ -65,6 +65,15 @@ type Row struct {
 	HostDigest   string `json:"host_digest,omitempty"`
 	HostDigestIP string `json:"host_digest_ip,omitempty"`
 	HostEqual    *bool  `json:"host_equal,omitempty"`
+	// --topology: the modeled fabric the row ran over (fabric.Topology.Spec), its clock
+	// (virtual or real), the all_reduce route (flat or hier), the model's time for one call
+	// (fabric.Topology.Predict) and whether the row's digests equal the flat route's without
+	// the fabric (nil: not compared; fabric.go).
+	Topology string  `json:"topology,omitempty"`
+	Clock    string  `json:"clock,omitempty"`
+	Algo     string  `json:"algo,omitempty"`
+	PredUS   float64 `json:"pred_us,omitempty"`
+	FlatBits *bool   `json:"flat_bits,omitempty"`
 }
 
 // Key identifies a row across runs and transports: everything but the transport.

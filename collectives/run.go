@@ -40,6 +40,12 @@ type Config struct {
 	// Mismatch, when set, makes one rank call every case with another count, dtype or op:
 	// the desync check (its ranks must fail with E_DESYNC, none may hang).
 	Mismatch *Mismatch
+	// Wrap, when set, wraps every rank's transport (outermost, after Delay): a modeled
+	// fabric (engine/dist/fabric), whose Now() then times the calls.
+	Wrap func(dist.Transport) dist.Transport
+	// HierNode > 0 runs all_reduce on the hierarchical route over nodes of that many ranks
+	// (dist.Comm.AllReduceHier; it takes the flat route where that one does not apply).
+	HierNode int
 	// commID is the communicator id NewComm gives (several runs over one transport).
 	commID uint32
 }
@@ -73,14 +79,22 @@ const DefaultSplit = 24
 // every contribution, Split times a row's inputs.
 const SplitMaxCount = 1 << 20
 
-func (cfg *Config) split() int {
+func (cfg *Config) split(world int) int {
 	switch {
 	case cfg.Split < 0:
 		return 0
 	case cfg.Split == 0:
-		return DefaultSplit
+		return SplitFor(world)
 	}
 	return cfg.Split
+}
+
+// SplitFor is the default number of split contributions for worlds up to maxWorld:
+// DefaultSplit, or the smallest multiple of it that gives every rank at least one
+// contribution (a rank with none has nothing to reduce). A command running several worlds
+// uses its largest, so every world sums the same contributions.
+func SplitFor(maxWorld int) int {
+	return max(1, (maxWorld+DefaultSplit-1)/DefaultSplit) * DefaultSplit
 }
 
 // NewComm wraps t as the run's communicator: cfg's mode and timeout, and the injected
@@ -88,6 +102,9 @@ func (cfg *Config) split() int {
 func NewComm(t dist.Transport, cfg Config) *dist.Comm {
 	if cfg.Delay > 0 {
 		t = withDelay(t, cfg.Delay, cfg.Seed)
+	}
+	if cfg.Wrap != nil {
+		t = cfg.Wrap(t)
 	}
 	return dist.NewComm(t, dist.Options{Mode: cfg.Mode, Timeout: cfg.Timeout, ID: cfg.commID})
 }
@@ -236,6 +253,9 @@ func runCase(ctx context.Context, c *dist.Comm, cfg Config, cs Case) (record, er
 	call := func(send, recv []byte) error {
 		switch cs.Op {
 		case AllReduce:
+			if cfg.HierNode > 0 {
+				return c.AllReduceHier(ctx, dt, send, recv, cs.Red, cfg.HierNode)
+			}
 			return c.AllReduce(ctx, dt, send, recv, cs.Red)
 		case AllGather:
 			return c.AllGather(ctx, dt, send, recv)
@@ -300,7 +320,7 @@ func runCase(ctx context.Context, c *dist.Comm, cfg Config, cs Case) (record, er
 	}
 
 	// Exact mode: the same global contributions split over this world.
-	if k := cfg.split(); cfg.Mode == dist.Exact && cs.Op == AllReduce && k > 0 && cs.Count <= SplitMaxCount {
+	if k := cfg.split(n); cfg.Mode == dist.Exact && cs.Op == AllReduce && k >= n && cs.Count <= SplitMaxCount {
 		parts := splitParts(g, r, n, k, cs.Count)
 		res := make([]byte, cs.Count*sz)
 		poison(res)
@@ -342,7 +362,16 @@ func timeIt(ctx context.Context, c *dist.Comm, cfg Config, fn func() error) (flo
 			return 0, err
 		}
 	}
+	// A modeled fabric's transport keeps its own (possibly virtual) time.
+	clock, timed := c.Transport().(interface{ Now() time.Duration })
 	return timeReps(ctx, c, cfg.Iters, func() (float64, error) {
+		if timed {
+			t0 := clock.Now()
+			if err := fn(); err != nil {
+				return 0, err
+			}
+			return (clock.Now() - t0).Seconds(), nil
+		}
 		t0 := time.Now()
 		if err := fn(); err != nil {
 			return 0, err

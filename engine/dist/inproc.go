@@ -3,6 +3,7 @@ package dist
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
@@ -11,11 +12,21 @@ import (
 // Send waits: enough for every phase of one collective, small enough to give backpressure.
 const mailboxDepth = 16
 
-// hub is the shared state of one in-process world.
+// hub is the shared state of one in-process world. The queues of a communicator are a table
+// indexed by (sender, receiver), each made on first use; the communicators' tables sit in a
+// map that is copied on write and read without a lock. With hundreds of ranks, one mutex over
+// one map of every queue was the world's bottleneck (every send and receive took it).
 type hub struct {
-	mu     sync.Mutex
-	boxes  map[boxKey]chan *Frame
+	n      int
+	mu     sync.Mutex // serializes adding a communicator's table
+	comms  atomic.Pointer[map[uint32]*commBoxes]
 	closed []chan struct{} // closed[r] is closed when rank r's endpoint closes
+}
+
+// commBoxes holds one row of queues per sender, made when that sender first uses the
+// communicator: a sub-communicator of m members costs m rows, not the world's square.
+type commBoxes struct {
+	rows []atomic.Pointer[[]atomic.Pointer[chan *Frame]]
 }
 
 type boxKey struct {
@@ -24,14 +35,34 @@ type boxKey struct {
 }
 
 func (h *hub) box(k boxKey) chan *Frame {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	b, ok := h.boxes[k]
-	if !ok {
-		b = make(chan *Frame, mailboxDepth)
-		h.boxes[k] = b
+	cb := (*h.comms.Load())[k.comm]
+	if cb == nil {
+		h.mu.Lock()
+		old := *h.comms.Load()
+		if cb = old[k.comm]; cb == nil {
+			cb = &commBoxes{rows: make([]atomic.Pointer[[]atomic.Pointer[chan *Frame]], h.n)}
+			next := make(map[uint32]*commBoxes, len(old)+1)
+			for id, v := range old {
+				next[id] = v
+			}
+			next[k.comm] = cb
+			h.comms.Store(&next)
+		}
+		h.mu.Unlock()
 	}
-	return b
+	row := cb.rows[k.from].Load()
+	if row == nil {
+		r := make([]atomic.Pointer[chan *Frame], h.n)
+		cb.rows[k.from].CompareAndSwap(nil, &r)
+		row = cb.rows[k.from].Load()
+	}
+	slot := &(*row)[k.to]
+	if b := slot.Load(); b != nil {
+		return *b
+	}
+	c := make(chan *Frame, mailboxDepth)
+	slot.CompareAndSwap(nil, &c)
+	return *slot.Load()
 }
 
 // inproc is one rank's endpoint of an in-process world: ranks are goroutines, frames are
@@ -45,7 +76,8 @@ type inproc struct {
 
 // NewInproc returns the endpoints of a world of n ranks living in this process.
 func NewInproc(n int) []Transport {
-	h := &hub{boxes: map[boxKey]chan *Frame{}, closed: make([]chan struct{}, n)}
+	h := &hub{n: n, closed: make([]chan struct{}, n)}
+	h.comms.Store(&map[uint32]*commBoxes{})
 	out := make([]Transport, n)
 	for r := range out {
 		h.closed[r] = make(chan struct{})

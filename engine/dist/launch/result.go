@@ -15,7 +15,7 @@ import (
 // InJob reports whether this process was started as a rank of a job: torchrun's variables
 // (RANK, WORLD_SIZE, as Run and torchrun set them, or by hand) or Slurm's (SLURM_PROCID).
 func InJob() bool {
-	for _, k := range []string{"RANK", "WORLD_SIZE", "SLURM_PROCID"} {
+	for _, k := range []string{"RANK", "WORLD_SIZE", "SLURM_PROCID", "JOB_COMPLETION_INDEX"} {
 		if _, ok := os.LookupEnv(k); ok {
 			return true
 		}

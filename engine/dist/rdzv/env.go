@@ -46,7 +46,8 @@ type Env struct {
 	// Timeout bounds the rendezvous (TESSERA_RDZV_TIMEOUT, default DefaultTimeout).
 	Timeout time.Duration
 	// Source names the launcher the variables came from: "torchrun" (RANK, WORLD_SIZE, ...:
-	// torchrun, tessera-qa launch, or set by hand) or "slurm".
+	// torchrun, tessera-qa launch, or set by hand), "slurm" or "kubernetes" (an Indexed Job:
+	// k8s.go).
 	Source string
 }
 
@@ -69,6 +70,8 @@ func FromOS() (Env, error) { return ParseEnv(os.LookupEnv) }
 //   - Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and the node list (SLURM_STEP_NODELIST,
 //     else SLURM_NODELIST, else SLURM_JOB_NODELIST): the master is the list's first host unless
 //     MASTER_ADDR is set, the port MASTER_PORT or 20000 + SLURM_JOB_ID mod 20000.
+//   - a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with WORLD_SIZE, the master at index
+//     0's pod through the Job's headless service (k8s.go), when RANK is not set.
 //
 // The store is rank 0's, at MASTER_ADDR:MASTER_PORT; under torchrun's agent store
 // (TORCHELASTIC_USE_AGENT_STORE=True, where torchrun's own store holds MASTER_PORT) at
@@ -93,6 +96,9 @@ func ParseEnv(lookup func(string) (string, bool)) (Env, error) {
 		}
 	}
 	switch {
+	case has(EnvK8sIndex) && !has("RANK"):
+		e.Source = "kubernetes"
+		err = e.parseK8s(get, has, external)
 	case has("RANK") || has("WORLD_SIZE"):
 		e.Source = "torchrun"
 		err = e.parseTorchrun(get, has, external)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/collectives"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/dist/fabric"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
@@ -34,6 +35,7 @@ func newCollectivesCmd(e *env) *cobra.Command {
 		minBytes, maxBytes      string
 		factor, root            int
 		jsonPath, mismatch      string
+		topology, clock, algo   string
 		o                       collectives.Options
 	)
 	cmd := &cobra.Command{
@@ -151,6 +153,19 @@ the transport, gloo or the rendezvous is missing (E_UNSUPPORTED, E_NO_DEVICE, E_
 			if o.Timeout <= 0 || o.Delay < 0 {
 				return usage(cmd, "--timeout must be > 0 and --delay >= 0")
 			}
+			if topology != "" {
+				tp, err := fabric.Parse(topology)
+				if err != nil {
+					return err
+				}
+				if clock != "virtual" && clock != "real" {
+					return usage(cmd, "--clock must be virtual or real, got %q", clock)
+				}
+				if algo != "auto" && algo != "flat" {
+					return usage(cmd, "--algo must be auto or flat, got %q", algo)
+				}
+				o.Fabric = &collectives.Fabric{Topology: tp, Real: clock == "real", Flat: algo == "flat"}
+			}
 			o.Matrix, o.Transport = m, transport
 			o.Command = "tessera-qa " + strings.Join(childArgs(cmd, false), " ")
 			o.Args = childArgs(cmd, true)
@@ -176,6 +191,7 @@ the transport, gloo or the rendezvous is missing (E_UNSUPPORTED, E_NO_DEVICE, E_
 			}
 			w := e.human(jsonPath)
 			collectives.PrintTable(w, out.Report.Rows)
+			collectives.PrintFabric(w, out.Report.Rows)
 			collectives.PrintSummary(w, out.Report)
 			if err := e.writeJSON(jsonPath, out.Report); err != nil {
 				return err
@@ -205,6 +221,9 @@ the transport, gloo or the rendezvous is missing (E_UNSUPPORTED, E_NO_DEVICE, E_
 	f.DurationVar(&o.Delay, "delay", 0, "hold every frame a rank sends for a random time up to this, to reorder arrivals")
 	f.StringVar(&vs, "vs", "", "also time torch.distributed with gloo on the same world and sizes: gloo")
 	f.BoolVar(&o.CompareHost, "compare-host", false, "also run the cases on the inproc host transport and report per row whether the digests are equal")
+	f.StringVar(&topology, "topology", "", "run the in-process ranks over a modeled fabric: nodes=GxL, racks=RxGxL, nvl72 or nvl72xR, then ,key=value overrides (docs/distributed.md)")
+	f.StringVar(&clock, "clock", "virtual", "with --topology: virtual (a discrete-event clock) or real (frames held for their modeled time)")
+	f.StringVar(&algo, "algo", "auto", "with --topology: auto (hierarchical all_reduce when the world spans whole nodes) or flat")
 	f.StringVar(&mismatch, "mismatch", "", "testing: RANK:count|dtype|op makes that rank call every case differently (E_DESYNC expected)")
 	f.MarkHidden("mismatch")
 	addJSONFlag(cmd, &jsonPath)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/dist/fabric"
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"io"
 	"os"
@@ -35,6 +36,7 @@ func newTrainCmd(e *env) *cobra.Command {
 		cfg                              training.Config
 		model, meshArg, transport, dtype string
 		optName, backendArg, jsonPath    string
+		topology                         string
 		lr                               float64
 		timeStep, strategiesTable        bool
 		dims                             training.Dims
@@ -101,6 +103,15 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 				strategies.Write(w, rows)
 				return e.writeJSON(jsonPath, rows)
 			}
+			if dims.Batch < 0 {
+				return usage(cmd, "--batch %d: want a positive global batch", dims.Batch)
+			}
+			if dims.Batch > 0 {
+				// Without --time-step, --batch sets the global batch of the default model
+				// (a dp world larger than the default batch of 32 needs one it divides).
+				cfg.Dims = training.DefaultDims(model)
+				cfg.Dims.Batch = dims.Batch
+			}
 			world := 1
 			if meshArg != "" {
 				m, err := mesh.ParseMesh(meshArg)
@@ -124,6 +135,19 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 				}
 				if m.AxisIndex("tp") >= 0 || m.AxisIndex("pp") >= 0 || m.AxisIndex("ep") >= 0 {
 					cfg.Mesh = m
+				}
+				if topology != "" {
+					tp, err := fabric.Parse(topology)
+					if err != nil {
+						return err
+					}
+					warns, err := fabric.Placement(tp, m)
+					if err != nil {
+						return err
+					}
+					for _, w := range warns {
+						fmt.Fprintf(e.stderr, "train: warning: %s\n", w)
+					}
 				}
 			}
 			if cfg.Mesh == nil || cfg.Mesh.AxisIndex("pp") < 0 {
@@ -235,7 +259,8 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.IntVar(&cfg.KillAtStep, "kill-at-step", 0, "testing: SIGKILL this process right after step S (every rank)")
 	f.MarkHidden("kill-at-step")
 	f.BoolVar(&timeStep, "time-step", false, "time one step (forward+backward, AdamW) on the GPU against torch eager in the same command, at --batch/--seq/--width/--heads/--ffn")
-	f.IntVar(&dims.Batch, "batch", 0, "with --time-step: batch (rows for mlp, sequences for transformer-block)")
+	f.StringVar(&topology, "topology", "", "warn when a tp group of --mesh crosses a slow link of this topology (nodes=GxL, racks=RxGxL, nvl72; rank r on its rank r)")
+	f.IntVar(&dims.Batch, "batch", 0, "global batch (rows for mlp, sequences for transformer-block); dp must divide it (default 32 for mlp)")
 	f.IntVar(&dims.Seq, "seq", 0, "with --time-step: sequence length")
 	f.IntVar(&dims.Width, "width", 0, "with --time-step: model width")
 	f.IntVar(&dims.Heads, "heads", 0, "with --time-step: attention heads")

@@ -171,7 +171,7 @@ func alive(pid int) bool {
 func cleanEnv(env []string) []string {
 	drop := map[string]bool{EnvRole: true, "RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
 		"MASTER_ADDR": true, "MASTER_PORT": true, rdzv.EnvStore: true, rdzv.EnvJob: true, rdzv.EnvTimeout: true,
-		"SLURM_PROCID": true, "NCCL_NVLS_ENABLE": true}
+		"SLURM_PROCID": true, "NCCL_NVLS_ENABLE": true, rdzv.EnvK8sIndex: true}
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
