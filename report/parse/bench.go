@@ -46,6 +46,22 @@ type BenchRow struct {
 	// Mann-Whitney comparison of one run meaningful.
 	SamplesMS []float64 `json:"samples_ms,omitempty"`
 	Ref       string    `json:"ref,omitempty"` // "torch"
+	// Kernels is the point's per-kernel breakdown, when it was profiled (profile --json,
+	// docs/profiling.md): which kernel took the time, with its launch shape and fusion.
+	Kernels []KernelPoint `json:"kernels,omitempty"`
+}
+
+// KernelPoint is one kernel of a profiled benchmark point.
+type KernelPoint struct {
+	Kernel   string  `json:"kernel"` // k0, k1 ... in program order
+	Label    string  `json:"label"`  // MatMul[4x16x8]
+	MedianMS float64 `json:"median_ms"`
+	Grid     []int   `json:"grid"`
+	Block    []int   `json:"block"`
+	FLOPs    int64   `json:"flops"`
+	Bytes    int64   `json:"bytes"`
+	Regs     int64   `json:"regs,omitempty"` // registers per thread (CUDA)
+	Fusion   string  `json:"fusion,omitempty"`
 }
 
 // ShapeString is the series' shape: dims joined by 'x' ("scalar" for none).
