@@ -96,15 +96,15 @@ type Kernel struct {
 
 // Report is a whole profile.
 type Report struct {
-	Graph       string             `json:"graph"`
-	Backend     string             `json:"backend"`
-	Device      string             `json:"device"`
-	DeviceClass string             `json:"device_class"`
-	Started     time.Time          `json:"started"`
-	CompileDur  time.Duration      `json:"compile_ns"`
+	Graph       string              `json:"graph"`
+	Backend     string              `json:"backend"`
+	Device      string              `json:"device"`
+	DeviceClass string              `json:"device_class"`
+	Started     time.Time           `json:"started"`
+	CompileDur  time.Duration       `json:"compile_ns"`
 	Passes      []compiler.PassTime `json:"passes"`
-	Rewrites    []compiler.Rewrite `json:"rewrites"`
-	Kernels     []Kernel           `json:"kernels"`
+	Rewrites    []compiler.Rewrite  `json:"rewrites"`
+	Kernels     []Kernel            `json:"kernels"`
 	// StepUS: each run's wall time; RunBytes the buffers one run holds (the CPU backend's
 	// allocation for a run, its high-water mark).
 	StepUS   []float64 `json:"step_us"`

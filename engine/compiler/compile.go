@@ -41,7 +41,7 @@ type state struct {
 	g      *graph.Graph
 	groups []*group
 	prog   *Program
-	plan   *DistPlan // set by the shard pass when compiling for a mesh
+	plan   *DistPlan   // set by the shard pass when compiling for a mesh
 	log    *CompileLog // Options.Profile
 }
 
