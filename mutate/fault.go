@@ -224,6 +224,8 @@ var catalogue = []Fault{
 		Breaks: "div rounding_mode=\"floor\" rounds toward zero, as C's '/' does: a negative quotient that is not an integer comes out one too high (-7 floor-div 2 gives -3), every other element stays right; the integer path (elementwise.go binaryIntRow) has the same hook"},
 	{Name: fp.ReduceEmptyAxesFirstOnly, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerReduce", Ops: []string{"reduce_sum", "reduce_max", "reduce_mean"},
 		Breaks: "a reduction written axes=[] is lowered over axis 0 only (the output type stays right): the kernel folds one column of the input, not every element"},
+	{Name: fp.CPUMatmulKernelRunsTwice, Layer: LayerCPU, Hook: "engine/backend/cpu/backend.go (*Backend).RunProfiled", Ops: matmulOps, First: []string{"profile"},
+		Breaks: "the first matmul kernel of every CPU run executes its whole grid twice: every bit stays right and the kernel takes twice as long, so only a profile sees it (2x its grid points run, and the slower kernel in a regression)"},
 }
 
 // optimOps are the ops of an optimizer's update graph.

@@ -268,4 +268,3 @@ func TestBenchDocIsIngestable(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
