@@ -9,6 +9,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/cpu"
+	_ "github.com/tessera-qa/tessera-qa/engine/backend/cuda"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/harness"
@@ -93,4 +94,41 @@ var _ = Describe("A profiled run", func() {
 			Expect(st.Flows).To(Equal(2 * len(rep.Kernels)))
 		})
 	}
+})
+
+var _ = Describe("A profiled CUDA run", Label("gpu"), func() {
+	It("of mlp reports CUDA-event times, registers, spills and theoretical occupancy, and keeps the bits", func() {
+		b, err := backend.Get("cuda")
+		if err != nil {
+			Skip("cuda backend not compiled in: " + err.Error())
+		}
+		if err := b.Available(); err != nil {
+			Skip("no GPU: " + err.Error())
+		}
+		g, err := graph.Parse(graphs["mlp"], "mlp.tg")
+		Expect(err).NotTo(HaveOccurred())
+		in, err := harness.RandomInputs(g, 11, nil)
+		Expect(err).NotTo(HaveOccurred())
+		p, err := compiler.Compile(g, compiler.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		plain, err := b.Run(p, in)
+		Expect(err).NotTo(HaveOccurred())
+		prof, err := backend.RunProfiled(b, p, in, &profiling.Recorder{})
+		Expect(err).NotTo(HaveOccurred())
+		for i := range plain {
+			Expect(prof[i].Digest()).To(Equal(plain[i].Digest()))
+		}
+		rep, err := profiling.Profile(g, in, b, profiling.Options{Reps: 3})
+		Expect(err).NotTo(HaveOccurred())
+		for _, k := range rep.Kernels {
+			Expect(k.Attrs).To(HaveKey("regs"), "kernel %s", k.Name)
+			Expect(k.Attrs).To(HaveKey("local_bytes"))
+			Expect(k.Attrs["occupancy_pct"]).To(BeNumerically(">", 0))
+			Expect(k.MedianUS).To(BeNumerically(">", 0))
+		}
+		path := filepath.Join(traceDir, "mlp-cuda.trace.json")
+		Expect(rep.Trace().WriteFile(path)).To(Succeed())
+		_, err = profiling.ValidateFile(path)
+		Expect(err).NotTo(HaveOccurred())
+	})
 })
