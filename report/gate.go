@@ -161,7 +161,6 @@ func (db *DB) gatePerf(ctx context.Context, series []*seriesHist, ix *runIndex, 
 	return nil
 }
 
-
 func (db *DB) gateRepro(ctx context.Context, states []*reproKeyState, ids []int64, g *GateResult) error {
 	byKey := map[ReproKey]*reproKeyState{}
 	for _, st := range states {
