@@ -95,7 +95,7 @@ func (db *DB) KernelDiff(ctx context.Context, key SeriesKey, base, cand []int64)
 				{"regs", fmt.Sprint(b.last.Regs), fmt.Sprint(c.last.Regs)}, {"fusion", b.last.Fusion, c.last.Fusion},
 			} {
 				if f.was != f.now {
-					d.Changed = append(d.Changed, fmt.Sprintf("%s %q -> %q", f.name, f.was, f.now))
+					d.Changed = append(d.Changed, fmt.Sprintf("%s %s -> %s", f.name, f.was, f.now))
 				}
 			}
 		} else if b == nil {

@@ -51,7 +51,7 @@ func TestGateNamesTheKernelThatGotSlower(t *testing.T) {
 			line = r.Text
 		}
 	}
-	if !g.Blocked || !strings.Contains(line, "slowest-growing kernel k0 MatMul[64x64x64] 1 -> 2 ms (+100%)") || !strings.Contains(line, `grid "1x1" -> "2x1"`) {
+	if !g.Blocked || !strings.Contains(line, "slowest-growing kernel k0 MatMul[64x64x64] 1 -> 2 ms (+100%)") || !strings.Contains(line, "grid 1x1 -> 2x1") {
 		t.Fatalf("gate: blocked %v, perf line %q (reasons %v)", g.Blocked, line, g.Reasons)
 	}
 	ds, err := db.KernelDiff(ctx, profKey, []int64{1, 2, 3}, []int64{7})
