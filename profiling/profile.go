@@ -107,7 +107,9 @@ type Report struct {
 	Kernels     []Kernel            `json:"kernels"`
 	// StepUS: each run's wall time; RunBytes the buffers one run holds (the CPU backend's
 	// allocation for a run, its high-water mark).
-	StepUS   []float64 `json:"step_us"`
+	StepUS []float64 `json:"step_us"`
+	// RefUS: the calibration workload (calibrate.go) timed just before each step.
+	RefUS    []float64 `json:"ref_us"`
 	RunBytes int64     `json:"run_bytes"`
 	Runs     []Run     `json:"-"`
 }
@@ -135,6 +137,7 @@ func Profile(g *graph.Graph, inputs map[string]*tensor.Tensor, b backend.Backend
 	}
 	rec := &Recorder{}
 	for range o.Reps {
+		rep.RefUS = append(rep.RefUS, us(calibrate()))
 		t0 := time.Now()
 		if _, err := backend.RunProfiled(b, p, inputs, rec); err != nil {
 			return nil, err
