@@ -27,6 +27,7 @@ type Recorder struct {
 	mu       sync.Mutex
 	launches []profile.Launch
 	copies   []profile.Copy
+	colls    []profile.Collective
 }
 
 var _ profile.Sink = (*Recorder)(nil)
@@ -43,6 +44,22 @@ func (r *Recorder) Copy(c profile.Copy) {
 	r.mu.Lock()
 	r.copies = append(r.copies, c)
 	r.mu.Unlock()
+}
+
+// Collective records one collective.
+func (r *Recorder) Collective(c profile.Collective) {
+	r.mu.Lock()
+	r.colls = append(r.colls, c)
+	r.mu.Unlock()
+}
+
+// Collectives returns the collectives so far and forgets them.
+func (r *Recorder) Collectives() []profile.Collective {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.colls
+	r.colls = nil
+	return c
 }
 
 // Take returns the records so far and forgets them.

@@ -37,9 +37,20 @@ type Copy struct {
 	Dur   time.Duration
 }
 
+// Collective is one collective a rank took part in (distributed runs, engine/dist/run).
+type Collective struct {
+	Op    string // all_reduce, all_gather, ...
+	Bytes int64  // this rank's input bytes
+	Peers int    // the other ranks of its group
+	Mode  string // deterministic, exact, fast
+	Start time.Time
+	Dur   time.Duration
+}
+
 // Sink receives a run's records. Calls come from the goroutine that runs the program, in
 // launch order; a Sink used by concurrent runs must lock.
 type Sink interface {
 	Launch(Launch)
 	Copy(Copy)
+	Collective(Collective)
 }
