@@ -108,7 +108,7 @@ func (r *runner) benchTasks() []task {
 	for _, c := range benchCases() {
 		ts = append(ts, func() harness.Result { return r.benchResult(c) })
 	}
-	return ts
+	return append(ts, r.profileResult)
 }
 
 // benchResult checks one case, times it and records its bench row.

@@ -239,6 +239,8 @@ var catalogue = []Fault{
 	// issue 25 (h/doctor)
 	{Name: fp.CPUSDCBitFlipOneDevice, Layer: LayerCPU, Hook: "engine/backend/cpu/backend.go (*Backend).Run", Ops: matmulOps, First: []string{"doctor"},
 		Breaks: "silent data corruption on one device: the CPU backend instance with ID 1 flips the lowest bit of one element of every matmul kernel's output; instance 0, which every other suite uses, stays right"},
+	{Name: fp.CPUMatmulKernelRunsTwice, Layer: LayerCPU, Hook: "engine/backend/cpu/backend.go (*Backend).RunProfiled", Ops: matmulOps, First: []string{"profile"},
+		Breaks: "the first matmul kernel of every CPU run executes its whole grid twice: every bit stays right and the kernel takes twice as long, so only a profile sees it (2x its grid points run, and the slower kernel in a regression)"},
 }
 
 // moeOps are the ops of the moe model's graphs (router, experts, loss).

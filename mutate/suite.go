@@ -93,6 +93,10 @@ var suites = []Suite{
 	{Name: "collectives", Kind: KindGinkgo, Packages: []string{"suites/collectives"}, OpLabels: true,
 		Args: []string{"-ginkgo.focus=bit for bit (against|past.* on 3 ranks)"}, Env: []string{"TESSERA_QA_BIN=-"},
 		What: "every collective, mode, reduction, dtype and world size bit for bit against collectives/bitref, at small sizes and past the pipeline's segments (suites/collectives)"},
+	// Issue 24: the profiler's own suite, in process: every launch recorded once with its
+	// grid, profiled bits equal to plain bits, every trace valid.
+	{Name: "profile", Kind: KindGinkgo, Packages: []string{"suites/profile"},
+		What: "profiled runs keep their bits, record every launch once with the grid its Tile IR gives it, and write valid Perfetto traces (suites/profile)"},
 	{Name: "engine", Kind: KindGoTest, Packages: []string{"engine/compiler", "engine/backend/cpu", "engine/graph", "engine/numerics"},
 		What: "unit tests of the packages that hold the hooks (engine/compiler, engine/backend/cpu, engine/graph, engine/numerics)"},
 	// The judges' own tests, only those of the decisions the judge layer plants faults in: the

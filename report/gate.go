@@ -72,7 +72,9 @@ func (db *DB) Gate(ctx context.Context, o GateOptions) (GateResult, error) {
 		ids = append(ids, ix.runs[i].ID)
 		g.Candidate = append(g.Candidate, runRef(ix.runs[i]))
 	}
-	db.gatePerf(snap.series, ix, isCand, o.Baseline, &g)
+	if err := db.gatePerf(ctx, snap.series, ix, isCand, o.Baseline, &g); err != nil {
+		return GateResult{}, err
+	}
 	if err := db.gateRepro(ctx, snap.states, ids, &g); err != nil {
 		return GateResult{}, err
 	}
@@ -120,7 +122,7 @@ func candidates(ix *runIndex, o GateOptions) ([]int, string, error) {
 	return out, commit, nil
 }
 
-func (db *DB) gatePerf(series []*seriesHist, ix *runIndex, isCand map[int]bool, branch string, g *GateResult) {
+func (db *DB) gatePerf(ctx context.Context, series []*seriesHist, ix *runIndex, isCand map[int]bool, branch string, g *GateResult) error {
 	for _, h := range series {
 		var cand []int
 		for i, p := range h.pts {
@@ -137,6 +139,16 @@ func (db *DB) gatePerf(series []*seriesHist, ix *runIndex, isCand map[int]bool, 
 		th := db.cfg.ThresholdsFor(h.key)
 		line := fmt.Sprintf("%s [%s]: %+.1f%% (median %.4g vs %.4g %s over %d baseline runs on %s, p=%.2g); warn %.0f%%, block %.0f%%",
 			h.key, h.key.ID(), 100*pr.Delta, pr.Median, pr.BaselineMedian, pr.Unit, pr.BaselineRuns, branch, pr.P, 100*th.Warn, 100*th.Block)
+		if pr.Level == LevelBlock || pr.Level == LevelWarn {
+			// A profiled series names the kernel that added the most time.
+			ds, err := db.KernelDiff(ctx, h.key, runIDs(h, ix, base), runIDs(h, ix, cand))
+			if err != nil {
+				return err
+			}
+			if len(ds) > 0 && ds[0].MS > ds[0].BaseMS {
+				line += "; slowest-growing " + ds[0].String()
+			}
+		}
 		switch {
 		case pr.Ack != nil && (pr.Level == LevelBlock || pr.Level == LevelWarn):
 			g.Reasons = append(g.Reasons, GateReason{GateAcked, "perf", line + fmt.Sprintf("; acknowledged by %s: %s", pr.Ack.By, pr.Ack.Reason)})
@@ -146,6 +158,7 @@ func (db *DB) gatePerf(series []*seriesHist, ix *runIndex, isCand map[int]bool, 
 			g.Reasons = append(g.Reasons, GateReason{GateWarn, "perf", line})
 		}
 	}
+	return nil
 }
 
 func (db *DB) gateRepro(ctx context.Context, states []*reproKeyState, ids []int64, g *GateResult) error {

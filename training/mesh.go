@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/run"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/engine/profile"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
@@ -74,7 +75,10 @@ type meshStep struct {
 	groups  *dtensor.Groups
 	be      backend.Backend
 	timeout time.Duration
+	sink    profile.Sink
 }
+
+func (s *meshStep) profileTo(sink profile.Sink) { s.sink = sink }
 
 func newMeshStep(cfg Config, ms *mesh.Mesh, timeout time.Duration) (*meshStep, error) {
 	if cfg.Comm == nil {
@@ -142,7 +146,7 @@ func (s *meshStep) step(ctx context.Context, seed uint64, step int, params map[s
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout*time.Duration(len(s.prog.Steps)+1))
 	defer cancel()
-	outs, err := run.Rank(cctx, s.prog, s.be, s.groups, feed)
+	outs, err := run.RankProfiled(cctx, s.prog, s.be, s.groups, feed, s.sink)
 	if err != nil {
 		// The program's collectives sum the gradients over dp: nothing to average after it.
 		return nil, nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d of mesh %s", step, s.groups.Rank(), s.ms)
@@ -201,8 +205,13 @@ func (s *meshStep) agree(ctx context.Context, local error, step int) error {
 	recv := make([]byte, len(send.Data))
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	t0 := time.Now()
 	if err := s.groups.World.AllReduce(cctx, numerics.F32, send.Data, recv, dist.Sum); err != nil {
 		return errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: agreeing on finite gradients", step, s.groups.Rank())
+	}
+	if s.sink != nil {
+		s.sink.Collective(profile.Collective{Op: "all_reduce (finite check)", Bytes: int64(len(send.Data)), Peers: s.groups.World.World() - 1,
+			Mode: s.groups.World.Mode().String(), Start: t0, Dur: time.Since(t0)})
 	}
 	if local != nil {
 		return local

@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 	"github.com/tessera-qa/tessera-qa/harness"
+	"github.com/tessera-qa/tessera-qa/profiling"
 )
 
 // Optimizer updates parameters in place from their gradients and exports its state as named
@@ -51,6 +52,10 @@ type Config struct {
 	Resume bool
 	// Timeout bounds each collective and checkpoint barrier (0: dist.DefaultTimeout).
 	Timeout time.Duration
+	// ProfileDir, when set, makes every rank record its steps, kernel launches and
+	// collectives and write them to ProfileDir/rank-N.json (docs/profiling.md); the bits do
+	// not change.
+	ProfileDir string
 	// Progress, when set, is called after every step with the (averaged) loss.
 	Progress func(step int, loss float64)
 	// KillAtStep, when > 0, makes the process SIGKILL itself right after that step (after
@@ -176,7 +181,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Observe != nil {
 		cfg.Observe(Observation{Kind: "resume", Rank: rank, Step: res.StartStep, Notices: res.Notices})
 	}
+	var rec *profiling.Recorder
+	var prof profiling.RankRecord
+	if cfg.ProfileDir != "" {
+		rec = &profiling.Recorder{}
+		st.profileTo(rec)
+		prof.Rank = rank
+	}
 	for step := res.StartStep + 1; step <= cfg.Steps; step++ {
+		stepStart := time.Now()
 		loss, grads, err := st.step(ctx, cfg.Seed, step, params)
 		if err != nil {
 			return nil, err
@@ -186,6 +199,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		if err := opt.Step(params, grads); err != nil {
 			return nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: optimizer", step, rank)
+		}
+		if rec != nil {
+			prof.Steps = append(prof.Steps, profiling.StepSpan{Step: step, Start: stepStart, Dur: time.Since(stepStart)})
 		}
 		lv := loss.Float64(0)
 		res.Losses = append(res.Losses, Loss{Step: step, Value: lv, Bits: fmt.Sprintf("%x", loss.Data)})
@@ -213,6 +229,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if res.Digest, err = st.digest(ctx, params); err != nil {
 		return nil, err
+	}
+	if rec != nil {
+		prof.Launches, _ = rec.Take()
+		prof.Collectives = rec.Collectives()
+		if err := profiling.WriteRankRecord(cfg.ProfileDir, prof); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

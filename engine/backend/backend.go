@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/profile"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
@@ -25,6 +26,21 @@ type Backend interface {
 	DeviceClass() string
 	// Run checks inputs against the program's graph and executes it.
 	Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error)
+}
+
+// Profiler is a backend that can report a run's launches and copies to a profile.Sink. Run(p,
+// in) is RunProfiled(p, in, nil); profiling must never change a result's bits.
+type Profiler interface {
+	RunProfiled(p *compiler.Program, inputs map[string]*tensor.Tensor, sink profile.Sink) ([]*tensor.Tensor, error)
+}
+
+// RunProfiled runs p on b, reporting to sink; a backend that cannot profile is E_UNSUPPORTED.
+func RunProfiled(b Backend, p *compiler.Program, inputs map[string]*tensor.Tensor, sink profile.Sink) ([]*tensor.Tensor, error) {
+	pb, ok := b.(Profiler)
+	if !ok {
+		return nil, errs.New(errs.Unsupported, "backend %s cannot profile", b.Name())
+	}
+	return pb.RunProfiled(p, inputs, sink)
 }
 
 var (

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -28,6 +29,9 @@ type Options struct {
 	// the mesh (CompileDist); Layouts gives input layouts by input name (absent: replicated).
 	Mesh    *mesh.Mesh
 	Layouts map[string]mesh.Layout
+	// Profile makes the driver time every pass and record which rewrites changed which nodes
+	// (Program.Log); off, the driver does neither.
+	Profile bool
 }
 
 // state is what passes transform. Graph passes rewrite g; "fuse-elementwise" forms groups;
@@ -37,7 +41,8 @@ type state struct {
 	g      *graph.Graph
 	groups []*group
 	prog   *Program
-	plan   *DistPlan // set by the shard pass when compiling for a mesh
+	plan   *DistPlan   // set by the shard pass when compiling for a mesh
+	log    *CompileLog // Options.Profile
 }
 
 type pass struct {
@@ -102,6 +107,9 @@ func runPasses(g *graph.Graph, opts Options, graphOnly bool) (*state, error) {
 		}
 	}
 	s := &state{opts: opts, g: g.Clone()}
+	if opts.Profile {
+		s.log = &CompileLog{}
+	}
 	for _, ps := range passes {
 		if graphOnly && ps.level != "graph" && ps.level != "dist" {
 			break
@@ -109,8 +117,17 @@ func runPasses(g *graph.Graph, opts Options, graphOnly bool) (*state, error) {
 		if slices.Contains(opts.Skip, ps.name) {
 			continue
 		}
+		var before []nodeSig
+		var start time.Time
+		if s.log != nil {
+			before, start = nodeSigs(s.g), time.Now()
+		}
 		if err := runPass(ps, s); err != nil {
 			return nil, err
+		}
+		if s.log != nil {
+			s.log.Passes = append(s.log.Passes, PassTime{Name: ps.name, Dur: time.Since(start)})
+			s.log.Rewrites = append(s.log.Rewrites, rewritesOf(ps, before, s)...)
 		}
 		if s.g != nil && ps.level == "graph" && ps.name != "verify" {
 			if err := graph.Verify(s.g); err != nil {

@@ -40,11 +40,17 @@ func lower(s *state) error {
 		}
 		p.Kernels = append(p.Kernels, kb.k)
 		p.Schedules = append(p.Schedules, gr.sched)
+		var names []string
+		for _, n := range gr.nodes {
+			names = append(names, n.Output.Name)
+		}
+		p.KernelNodes = append(p.KernelNodes, names)
 	}
 	for _, v := range s.g.Outputs {
 		p.Outputs = append(p.Outputs, bufOf[v])
 	}
 	p.ScheduleHash = HashSchedules(p.Schedules)
+	p.Log = s.log
 	s.prog = p
 	return nil
 }

@@ -23,4 +23,9 @@ type Program struct {
 	// ScheduleHash identifies the chosen schedules (tile shapes, loop orders, placement):
 	// two programs with the same hash run the same tile decomposition.
 	ScheduleHash string
+	// KernelNodes lists, per kernel, the output names of the Graph IR nodes (of Graph, after
+	// fusion) the kernel computes, in graph order.
+	KernelNodes [][]string
+	// Log is the driver's record of the compilation when Options.Profile asked for one.
+	Log *CompileLog
 }

@@ -151,7 +151,8 @@ func Names() []string {
 		DistNaNPayloadKept, DistRaggedTailDropped,
 		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
 		DistPPGradNotDividedByMicroBatches, DistPPGradLastMicroBatchOnly, DistMoEExpertGradTimesEP, DistMoETieBreakByBackend, // issue 27
-		CPUSDCBitFlipOneDevice, // issue 25 (h/doctor)
+		CPUSDCBitFlipOneDevice,   // issue 25 (h/doctor)
+		CPUMatmulKernelRunsTwice, // issue 24 (h/prof)
 	}
 }
 
@@ -270,4 +271,13 @@ const (
 	// the bug of a lowering that reads "[]" as "the default axis" instead of "every axis";
 	// the output type (from the graph) is right, the values are one row's sums.
 	ReduceEmptyAxesFirstOnly = "compiler/reduce/empty-axes-first-only"
+)
+
+// Issue 24 (h/prof): a slowdown that leaves every result right.
+const (
+	// CPUMatmulKernelRunsTwice makes the first matmul kernel of every CPU run execute its
+	// whole grid twice, as a launch loop with an off-by-one retry would: the bits stay right
+	// (grid points write disjoint outputs from unchanged inputs) and the kernel takes twice
+	// as long, so only a profile sees it (its grid points run are 2x its grid).
+	CPUMatmulKernelRunsTwice = "cpu/run/matmul-kernel-runs-twice"
 )

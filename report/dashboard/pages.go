@@ -159,6 +159,9 @@ type seriesData struct {
 	Changes []changeRow
 	Recent  []report.SeriesPoint // newest first
 	Regress bool
+	// Kernels: for a regression of a profiled series, the per-kernel diff between the
+	// baseline window and the latest run (which kernel got slower).
+	Kernels []report.KernelDelta
 }
 
 type changeRow struct {
@@ -185,6 +188,15 @@ func (s *Site) series(ctx context.Context, key report.SeriesKey) (seriesData, er
 	}
 	for i := len(ser.Points) - 1; i >= 0; i-- {
 		d.Recent = append(d.Recent, ser.Points[i])
+	}
+	if d.Regress && ser.BaselineTo > ser.BaselineFrom && len(ser.Points) > 0 {
+		var base []int64
+		for _, p := range ser.Points[ser.BaselineFrom:ser.BaselineTo] {
+			base = append(base, p.Run.ID)
+		}
+		if d.Kernels, err = s.db.KernelDiff(ctx, key, base, []int64{ser.Points[len(ser.Points)-1].Run.ID}); err != nil {
+			return seriesData{}, err
+		}
 	}
 	return d, nil
 }

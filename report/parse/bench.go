@@ -12,6 +12,9 @@ import (
 // BenchSchema is the version of the bench JSON (docs/reporter.md).
 const BenchSchema = 1
 
+// maxKernels bounds a profiled point's per-kernel breakdown.
+const maxKernels = 4096
+
 // BenchKind marks a bench JSON document.
 const BenchKind = "tessera-bench"
 
@@ -46,6 +49,22 @@ type BenchRow struct {
 	// Mann-Whitney comparison of one run meaningful.
 	SamplesMS []float64 `json:"samples_ms,omitempty"`
 	Ref       string    `json:"ref,omitempty"` // "torch"
+	// Kernels is the point's per-kernel breakdown, when it was profiled (profile --json,
+	// docs/profiling.md): which kernel took the time, with its launch shape and fusion.
+	Kernels []KernelPoint `json:"kernels,omitempty"`
+}
+
+// KernelPoint is one kernel of a profiled benchmark point.
+type KernelPoint struct {
+	Kernel   string  `json:"kernel"` // k0, k1 ... in program order
+	Label    string  `json:"label"`  // MatMul[4x16x8]
+	MedianMS float64 `json:"median_ms"`
+	Grid     []int   `json:"grid"`
+	Block    []int   `json:"block"`
+	FLOPs    int64   `json:"flops"`
+	Bytes    int64   `json:"bytes"`
+	Regs     int64   `json:"regs,omitempty"` // registers per thread (CUDA)
+	Fusion   string  `json:"fusion,omitempty"`
 }
 
 // ShapeString is the series' shape: dims joined by 'x' ("scalar" for none).
@@ -149,10 +168,25 @@ func benchRow(c *Checker, where string, r BenchRow) (store.BenchRow, bool) {
 			c.failf("%s: ratio %g does not match engine_ms/ref_ms = %g", where, ratio, want)
 		}
 	}
+	if len(r.Kernels) > maxKernels {
+		c.failf("%s: %d kernels (limit %d)", where, len(r.Kernels), maxKernels)
+	}
+	var kernels []store.KernelRow
+	for j, k := range r.Kernels {
+		kw := where + " kernel " + strconv.Itoa(j)
+		c.ident(kw, "kernel", k.Kernel, true)
+		c.ident(kw, "label", k.Label, false)
+		c.num(kw, "median_ms", k.MedianMS)
+		if k.MedianMS <= 0 || k.FLOPs < 0 || k.Bytes < 0 || k.Regs < 0 {
+			c.failf("%s: median_ms must be > 0 and flops, bytes, regs >= 0", kw)
+		}
+		kernels = append(kernels, store.KernelRow{Kernel: k.Kernel, Label: k.Label, MedianMS: k.MedianMS,
+			Grid: ShapeString(k.Grid), Block: ShapeString(k.Block), FLOPs: k.FLOPs, Bytes: k.Bytes, Regs: k.Regs, Fusion: text(k.Fusion)})
+	}
 	if c.err != nil {
 		return store.BenchRow{}, false
 	}
-	row := store.BenchRow{Key: store.SeriesKey{Benchmark: r.Op, Device: r.Device, DType: r.DType, Shape: ShapeString(r.Shape)},
+	row := store.BenchRow{Kernels: kernels, Key: store.SeriesKey{Benchmark: r.Op, Device: r.Device, DType: r.DType, Shape: ShapeString(r.Shape)},
 		EngineMS: r.EngineMS, RefMS: r.RefMS, Ratio: ratio, TFLOPS: r.TFLOPS, GBps: r.GBps}
 	// The series value: the ratio to the reference measured in the same run when there is
 	// one (design.md §8: ratios, never absolute times across runs), else milliseconds.

@@ -113,6 +113,18 @@ var migrations = []migration{
 		`DROP TABLE digests`,
 		`ALTER TABLE digests_v4 RENAME TO digests`,
 	}},
+	// Issue 24: per-kernel breakdowns of profiled benchmark points, so a regression of a
+	// series can name the kernel that got slower.
+	{5, "per-kernel breakdowns of benchmark points", []string{
+		`CREATE TABLE bench_kernels (
+			run_id {{BIGINT}} NOT NULL REFERENCES runs(id),
+			benchmark TEXT NOT NULL, device TEXT NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL,
+			kernel TEXT NOT NULL, label TEXT NOT NULL, median_ms {{REAL}} NOT NULL,
+			grid TEXT NOT NULL, block TEXT NOT NULL,
+			flops {{BIGINT}} NOT NULL, bytes {{BIGINT}} NOT NULL, regs {{BIGINT}} NOT NULL,
+			fusion TEXT NOT NULL)`,
+		`CREATE INDEX bench_kernels_series ON bench_kernels (benchmark, device, dtype, shape)`,
+	}},
 }
 
 // LatestVersion is the schema version this build writes.

@@ -91,6 +91,29 @@ func (s *sqlStore) Bench(ctx context.Context, key *SeriesKey) ([]BenchRow, error
 	return out, err
 }
 
+func (s *sqlStore) BenchKernels(ctx context.Context, key SeriesKey, runIDs []int64) ([]KernelRow, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	q := `SELECT run_id, kernel, label, median_ms, grid, block, flops, bytes, regs, fusion FROM bench_kernels
+		WHERE benchmark = ? AND device = ? AND dtype = ? AND shape = ? AND run_id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(runIDs)), ",") + `)
+		ORDER BY run_id, kernel`
+	args := []any{key.Benchmark, key.Device, key.DType, key.Shape}
+	for _, id := range runIDs {
+		args = append(args, id)
+	}
+	var out []KernelRow
+	err := s.query(ctx, "read bench kernels", q, args, func(r *sql.Rows) error {
+		x := KernelRow{Key: key}
+		if err := r.Scan(&x.RunID, &x.Kernel, &x.Label, &x.MedianMS, &x.Grid, &x.Block, &x.FLOPs, &x.Bytes, &x.Regs, &x.Fusion); err != nil {
+			return err
+		}
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
+
 func (s *sqlStore) Digests(ctx context.Context) ([]DigestRow, error) {
 	var out []DigestRow
 	err := s.query(ctx, "read digests", `SELECT suite, case_name, device_class, determinism, computation, digest, first_run, last_run, n

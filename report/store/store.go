@@ -32,6 +32,8 @@ type Store interface {
 	RunSuites(ctx context.Context) ([]SuiteRow, error)
 	// Bench returns bench rows in no particular order; key filters to one series when not nil.
 	Bench(ctx context.Context, key *SeriesKey) ([]BenchRow, error)
+	// BenchKernels returns the per-kernel breakdowns of one series in the given runs.
+	BenchKernels(ctx context.Context, key SeriesKey, runIDs []int64) ([]KernelRow, error)
 	Digests(ctx context.Context) ([]DigestRow, error)
 	// CaseHistory returns (run id, digest) of every result of one repro key.
 	CaseHistory(ctx context.Context, k ReproKey) ([]RunDigest, error)
@@ -117,6 +119,20 @@ type BenchRow struct {
 	Value                                float64
 	Samples                              []float64
 	EngineMS, RefMS, Ratio, TFLOPS, GBps float64
+	// Kernels is the point's per-kernel breakdown when it was profiled (table bench_kernels).
+	Kernels []KernelRow
+}
+
+// KernelRow is one kernel of a profiled benchmark point.
+type KernelRow struct {
+	RunID         int64
+	Key           SeriesKey
+	Kernel, Label string
+	MedianMS      float64
+	Grid, Block   string // "1x2x1"
+	FLOPs, Bytes  int64
+	Regs          int64
+	Fusion        string
 }
 
 // MetricRow is one chaos/stress measurement.

@@ -116,6 +116,17 @@ func (w *batchWriter) bench(id int64, bs []BenchRow) {
 	}
 	w.insert("bench", []string{"run_id", "benchmark", "device", "dtype", "shape", "unit", "value", "samples",
 		"engine_ms", "ref_ms", "ratio", "tflops", "gbps"}, rows, "", true)
+	var ks [][]any
+	for _, r := range bs {
+		for _, k := range r.Kernels {
+			ks = append(ks, []any{id, r.Key.Benchmark, r.Key.Device, r.Key.DType, r.Key.Shape, k.Kernel, k.Label, k.MedianMS,
+				k.Grid, k.Block, k.FLOPs, k.Bytes, k.Regs, k.Fusion})
+		}
+	}
+	if len(ks) > 0 {
+		w.insert("bench_kernels", []string{"run_id", "benchmark", "device", "dtype", "shape", "kernel", "label", "median_ms",
+			"grid", "block", "flops", "bytes", "regs", "fusion"}, ks, "", false)
+	}
 }
 
 func (w *batchWriter) metrics(id int64, ms []MetricRow) {

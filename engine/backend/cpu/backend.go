@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
@@ -18,6 +19,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/profile"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
@@ -32,7 +34,10 @@ type Backend struct {
 	ID int
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend  = (*Backend)(nil)
+	_ backend.Profiler = (*Backend)(nil)
+)
 
 // Name is "cpu".
 func (*Backend) Name() string { return "cpu" }
@@ -60,6 +65,11 @@ func (b *Backend) workers() int {
 // Run checks inputs against the program's graph, runs every kernel in order and returns a
 // fresh copy of each output buffer.
 func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return b.RunProfiled(p, inputs, nil)
+}
+
+// RunProfiled is Run reporting each kernel's wall clock and grid points to sink (nil: off).
+func (b *Backend) RunProfiled(p *compiler.Program, inputs map[string]*tensor.Tensor, sink profile.Sink) ([]*tensor.Tensor, error) {
 	if p == nil || p.Graph == nil {
 		return nil, errs.New(errs.Input, "cpu: nil program or program without graph")
 	}
@@ -86,9 +96,27 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 	}
 	ws := newWorkers(b.workers())
 	defer releaseWorkers(ws)
-	for _, k := range p.Kernels {
-		if err := runKernel(k, p.Buffers, bufs, ws); err != nil {
-			return nil, err
+	doubled := false
+	for i, k := range p.Kernels {
+		runs := 1
+		if !doubled && failpoint.Enabled(failpoint.CPUMatmulKernelRunsTwice) && hasMMA(k.Body) {
+			runs, doubled = 2, true // the first matmul kernel of the program does its work twice
+		}
+		var start time.Time
+		if sink != nil {
+			start = time.Now()
+		}
+		var points int64
+		for range runs {
+			n, err := runKernel(k, p.Buffers, bufs, ws)
+			if err != nil {
+				return nil, err
+			}
+			points += n
+		}
+		if sink != nil {
+			sink.Launch(profile.Launch{Kernel: k.Name, Index: i, Grid: slices.Clone(k.Grid), Block: []int{min(len(ws), gridSize(k.Grid))},
+				Start: start, Dur: time.Since(start), Points: points, Stream: "cpu"})
 		}
 		if failpoint.Enabled(failpoint.CPUSDCBitFlipOneDevice) && b.ID == failpoint.SDCDevice {
 			flipOneBit(p, k, bufs)
@@ -166,4 +194,27 @@ func flipOneBit(p *compiler.Program, k *tile.Kernel, bufs [][]byte) {
 			return
 		}
 	}
+}
+
+// hasMMA reports whether a kernel body holds a tile matmul.
+func hasMMA(body []tile.Instr) bool {
+	for _, in := range body {
+		switch x := in.(type) {
+		case tile.MMA:
+			return true
+		case tile.For:
+			if hasMMA(x.Body) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func gridSize(grid []int) int {
+	n := 1
+	for _, g := range grid {
+		n *= g
+	}
+	return n
 }

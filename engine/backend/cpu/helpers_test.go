@@ -45,7 +45,8 @@ func runTile(k *tile.Kernel, workers int, bufs ...*tensor.Tensor) error {
 		buffers = append(buffers, compiler.Buffer{Name: fmt.Sprintf("b%d", i), Type: graph.Type{DType: b.DType, Shape: b.Shape}})
 		data = append(data, b.Data)
 	}
-	return runKernel(k, buffers, data, newWorkers(workers))
+	_, err := runKernel(k, buffers, data, newWorkers(workers))
+	return err
 }
 
 // params declares one kernel param per buffer; outs marks which are written.

@@ -17,6 +17,9 @@ type worker struct {
 	pc   int
 	ld   loadScratch
 	mm   mmaScratch
+	// points counts the grid points this worker ran in the current kernel (the profiler's
+	// Launch.Points).
+	points int64
 }
 
 // workerPool keeps workers, with their grown register storage, between runs.
@@ -39,13 +42,21 @@ func releaseWorkers(ws []*worker) {
 
 // runKernel runs every grid point of k. Worker w takes points w, w+W, w+2W, ... of the visiting
 // order (gridPoint): a static partition, and since grid points write disjoint elements the
-// bits do not depend on W.
-func runKernel(k *tile.Kernel, buffers []compiler.Buffer, bufs [][]byte, ws []*worker) error {
+// bits do not depend on W. It returns the number of grid points run.
+func runKernel(k *tile.Kernel, buffers []compiler.Buffer, bufs [][]byte, ws []*worker) (int64, error) {
 	p, err := newPlan(k, buffers, bufs)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return runPlan(p, ws)
+	for _, w := range ws {
+		w.points = 0
+	}
+	err = runPlan(p, ws)
+	var points int64
+	for _, w := range ws {
+		points += w.points
+	}
+	return points, err
 }
 
 func runPlan(p *plan, ws []*worker) error {
@@ -82,6 +93,7 @@ func runPlan(p *plan, ws []*worker) error {
 // bind sizes the worker's registers for p, keeping storage from earlier kernels.
 func (w *worker) bind(p *plan) {
 	w.p = p
+	w.points = 0
 	if cap(w.regs) < p.k.NumRegs {
 		w.regs = append(w.regs[:cap(w.regs)], make([]treg, p.k.NumRegs-cap(w.regs))...)
 	}
@@ -117,6 +129,7 @@ func (w *worker) runPoints(first, stride, total int, firstFail *atomic.Int64) (e
 		gridPoint(grid, g, w.vars)
 		w.pc = 0
 		w.exec(w.p.body)
+		w.points++
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/failpoint"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/profile"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
@@ -224,6 +225,13 @@ func (b *Backend) Determinism() string { return "bitwise" }
 // Run checks inputs against the program's graph, runs every kernel in order on the device and
 // returns a fresh copy of each output.
 func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return b.RunProfiled(p, inputs, nil)
+}
+
+// RunProfiled is Run reporting to sink (nil: off): each launch timed by CUDA events recorded
+// around it on the launching stream, with the kernel's registers, shared and local memory and
+// theoretical occupancy; the input and output copies with their bytes (profile.go).
+func (b *Backend) RunProfiled(p *compiler.Program, inputs map[string]*tensor.Tensor, sink profile.Sink) ([]*tensor.Tensor, error) {
 	p = failpoint.Apply(failpoint.CUDAReduceTileFromSMs, p, b.retileBySMs)
 	mods, err := b.begin(p, inputs)
 	if err != nil {
@@ -235,12 +243,16 @@ func (b *Backend) Run(p *compiler.Program, inputs map[string]*tensor.Tensor) ([]
 		if err != nil {
 			return err
 		}
-		err = e.upload(inputs)
-		if err == nil {
-			err = e.runAll(b.Sync)
-		}
-		if err == nil {
-			out, err = e.download()
+		if sink != nil {
+			out, err = e.runProfiled(inputs, sink)
+		} else {
+			err = e.upload(inputs)
+			if err == nil {
+				err = e.runAll(b.Sync)
+			}
+			if err == nil {
+				out, err = e.download()
+			}
 		}
 		release := e.release
 		if failpoint.Enabled(failpoint.CUDABuffersKeptPerRun) {

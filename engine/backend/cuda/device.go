@@ -21,6 +21,7 @@ const (
 	attrComputeCapMajor        = 75
 	attrComputeCapMinor        = 76
 	attrMaxSharedPerBlockOptIn = 97
+	attrMaxThreadsPerSM        = 39
 )
 
 // DeviceInfo is what discovery learns about one CUDA device. MIG: the driver has no device
@@ -41,6 +42,7 @@ type DeviceInfo struct {
 	MaxThreads     int
 	MaxShared      int // default per-block shared memory (48 KiB)
 	MaxSharedOptIn int // per-block shared memory a kernel can opt into (227 KiB on sm_90)
+	MaxThreadsSM   int // resident threads per SM (2048 on sm_90); 0 when the driver did not say
 	ECC            bool
 	MIG            string
 }
@@ -137,7 +139,10 @@ func describeDevice(a *api, ordinal int) (DeviceInfo, error) {
 		*at.dst = int(v)
 	}
 	// Informational attributes: a driver that does not know them must not hide the device.
-	var ecc, bus, pdev, dom int32
+	var ecc, bus, pdev, dom, tsm int32
+	if a.cuDeviceGetAttribute(&tsm, attrMaxThreadsPerSM, dev) == cudaSuccess {
+		d.MaxThreadsSM = int(tsm)
+	}
 	if a.cuDeviceGetAttribute(&ecc, attrECCEnabled, dev) == cudaSuccess {
 		d.ECC = ecc != 0
 	}

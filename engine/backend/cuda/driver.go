@@ -78,6 +78,9 @@ type api struct {
 	cuMemcpyDtoHAsync func(dst unsafe.Pointer, src uint64, n uint64, s uintptr) cuResult
 	cuMemsetD8Async   func(dst uint64, v uint8, n uint64, s uintptr) cuResult
 
+	// Profiling (profile.go): theoretical occupancy of a kernel at its launch shape.
+	cuOccupancyMaxActiveBlocksPerMultiprocessor func(n *int32, fn uintptr, blockSize int32, dynShared uint64) cuResult
+
 	// Green contexts (CUDA 12.4+), bound only where the driver has them (optionalBindings):
 	// a nil field means a placement on an SM partition is E_UNSUPPORTED.
 	cuDeviceGetDevResource      func(dev int32, res *SMResource, typ int32) cuResult
@@ -159,6 +162,7 @@ func (a *api) optionalBindings() []binding {
 		{&a.cuCtxFromGreenCtx, []string{"cuCtxFromGreenCtx"}},
 		{&a.cuGreenCtxStreamCreate, []string{"cuGreenCtxStreamCreate"}},
 		{&a.cuGreenCtxGetDevResource, []string{"cuGreenCtxGetDevResource"}},
+		{&a.cuOccupancyMaxActiveBlocksPerMultiprocessor, []string{"cuOccupancyMaxActiveBlocksPerMultiprocessor"}},
 	}
 }
 

@@ -8,6 +8,7 @@ package run
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
@@ -15,12 +16,19 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/dtensor"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/profile"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
 
 // Rank runs dp on this rank: inputs are the rank's blocks by input name, the result its
 // outputs in graph order. Every rank of the mesh must run the same program.
 func Rank(ctx context.Context, dp *compiler.DistProgram, be backend.Backend, g *dtensor.Groups, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return RankProfiled(ctx, dp, be, g, inputs, nil)
+}
+
+// RankProfiled is Rank reporting to sink (nil: off): each segment's launches (through
+// backend.RunProfiled) and each collective step with its op, bytes, peers and mode.
+func RankProfiled(ctx context.Context, dp *compiler.DistProgram, be backend.Backend, g *dtensor.Groups, inputs map[string]*tensor.Tensor, sink profile.Sink) ([]*tensor.Tensor, error) {
 	if !meshMatches(dp, g) {
 		return nil, errs.New(errs.Input, "program %s is for mesh %s, the communicators for %s", dp.Graph.Name, dp.Graph.Mesh, g.Mesh)
 	}
@@ -37,9 +45,17 @@ func Rank(ctx context.Context, dp *compiler.DistProgram, be backend.Backend, g *
 			for i, n := range st.Bucket {
 				xs[i] = env[n.Inputs[0].Name]
 			}
+			t0 := time.Now()
 			outs, err := dtensor.ExecBucket(ctx, g, st.Bucket, xs)
 			if err != nil {
 				return nil, err
+			}
+			if sink != nil {
+				var n int64
+				for _, x := range xs {
+					n += int64(len(x.Data))
+				}
+				sink.Collective(collectiveOf(g, st.Bucket[0], " (bucket)", n, t0))
 			}
 			for i, n := range st.Bucket {
 				env[n.Output.Name] = outs[i]
@@ -51,9 +67,17 @@ func Rank(ctx context.Context, dp *compiler.DistProgram, be backend.Backend, g *
 			if len(st.Node.Inputs) > 0 {
 				x = env[st.Node.Inputs[0].Name]
 			}
+			t0 := time.Now()
 			out, err := dtensor.Exec(ctx, g, st.Node, x)
 			if err != nil {
 				return nil, err
+			}
+			if sink != nil {
+				var n int64
+				if x != nil {
+					n = int64(len(x.Data))
+				}
+				sink.Collective(collectiveOf(g, st.Node, "", n, t0))
 			}
 			env[st.Node.Output.Name] = out
 			continue
@@ -63,7 +87,13 @@ func Rank(ctx context.Context, dp *compiler.DistProgram, be backend.Backend, g *
 		for _, v := range seg.Inputs {
 			ins[v.Name] = env[v.Name]
 		}
-		outs, err := be.Run(st.Program, ins)
+		var outs []*tensor.Tensor
+		var err error
+		if sink != nil {
+			outs, err = backend.RunProfiled(be, st.Program, ins, sink)
+		} else {
+			outs, err = be.Run(st.Program, ins)
+		}
 		if err != nil {
 			return nil, errs.Wrap(errs.Internal, err, "rank %d: segment %s", g.Rank(), seg.Name)
 		}
@@ -76,6 +106,21 @@ func Rank(ctx context.Context, dp *compiler.DistProgram, be backend.Backend, g *
 		res[i] = env[v.Name].Clone()
 	}
 	return res, nil
+}
+
+// collectiveOf is the profile record of collective node n over its axis's group.
+func collectiveOf(g *dtensor.Groups, n *graph.Node, suffix string, bytes int64, start time.Time) profile.Collective {
+	c := g.World
+	if ax := n.StringAttr("axis"); ax != "" {
+		if a, err := g.Axis(ax); err == nil {
+			c = a
+		}
+	}
+	op := n.Op + suffix
+	if ax := n.StringAttr("axis"); ax != "" {
+		op += " over " + ax
+	}
+	return profile.Collective{Op: op, Bytes: bytes, Peers: c.World() - 1, Mode: c.Mode().String(), Start: start, Dur: time.Since(start)}
 }
 
 func meshMatches(dp *compiler.DistProgram, g *dtensor.Groups) bool {

@@ -69,8 +69,8 @@ func TestRunTwiceInOneFolderAndTheDashboardShowsIt(t *testing.T) {
 	o = cli(t, "report", "series", "--db", db, "--json", "-")
 	var series []report.SeriesSummary
 	mustJSON(t, o.stdout, &series)
-	if len(series) != 5 {
-		t.Errorf("%d bench series after two runs, want 5", len(series))
+	if len(series) != 6 {
+		t.Errorf("%d bench series after two runs, want 6 (5 timed cases and profile/mlp)", len(series))
 	}
 	for _, s := range series {
 		if s.Points != 2 {
@@ -110,8 +110,8 @@ func lookAtEveryPage(t *testing.T, site string) {
 		t.Skip(err)
 	}
 	series, _ := filepath.Glob(filepath.Join(site, "series-*.html"))
-	if len(series) != 5 {
-		t.Fatalf("%d series pages, want one per bench row (5)", len(series))
+	if len(series) != 6 {
+		t.Fatalf("%d series pages, want one per bench row (6)", len(series))
 	}
 	var matmul string
 	for _, p := range series {
@@ -132,9 +132,9 @@ func lookAtEveryPage(t *testing.T, site string) {
 		// ink: the share of the screenshot below the tab bar that must be drawn (0: 2%).
 		ink float64
 	}{
-		{"index.html", append(suiteRows, `data-chaos="3"`, `data-stress="1"`, "<b>1</b> runs", ">5</a></b> series"), nil, 0},
+		{"index.html", append(suiteRows, `data-chaos="3"`, `data-stress="1"`, "<b>1</b> runs", ">6</a></b> series"), nil, 0},
 		{"series.html", []string{"cpu/matmul", "cpu/softmax", "cpu/layernorm", "train-step/mlp/fwd+bwd", "train-step/transformer-block/fwd+bwd"},
-			map[string]int{`class="series-row no-baseline"`: 5}, 0},
+			map[string]int{`class="series-row no-baseline"`: 6}, 0},
 		{matmul, []string{"cpu/matmul", `data-level="no-baseline"`}, map[string]int{`<svg class="chart"`: 1}, 0},
 		{"repro.html", []string{`data-status="stable"`, "chaos/inproc/corrupt-frame", "bench/cpu/matmul"},
 			map[string]int{`data-status="stable"`: 1000}, 0},
@@ -215,15 +215,16 @@ func TestReportIngestTakesARunFolder(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "h.db")
 	o = cli(t, "report", "ingest", "--db", db, rep.RunDir)
 	o.want(t, ExitOK, "")
-	// 2 smoke and 5 bench results, 5 bench rows: the same count --check announced.
-	if !strings.Contains(o.stdout, "run 1: "+rep.RunDir+" (results, 12 rows)") || !strings.Contains(check.stdout, "results, 12 rows") {
+	// 2 smoke and 6 bench results (5 timed cases and the profile), 6 bench rows: the same
+	// count --check announced.
+	if !strings.Contains(o.stdout, "run 1: "+rep.RunDir+" (results, 14 rows)") || !strings.Contains(check.stdout, "results, 14 rows") {
 		t.Fatalf("ingest of a run folder:\n%s\n--check:\n%s", o.stdout, check.stdout)
 	}
 	o = cli(t, "report", "series", "--db", db, "--json", "-")
 	var series []report.SeriesSummary
 	mustJSON(t, o.stdout, &series)
-	if len(series) != 5 {
-		t.Fatalf("%d series from the run folder, want the bench suite's 5", len(series))
+	if len(series) != 6 {
+		t.Fatalf("%d series from the run folder, want the bench suite's 6", len(series))
 	}
 	cli(t, "report", "ingest", "--db", db, out).want(t, ExitUsage, "E_INPUT") // DIR itself is not a run folder
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/dist/pipeline"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
+	"github.com/tessera-qa/tessera-qa/profiling"
 	"github.com/tessera-qa/tessera-qa/training"
 )
 
@@ -237,6 +239,11 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 					p.Schedule, p.Ranks, p.Chunks, p.Stages, p.MicroBatches, p.Bubble, p.BubbleFormula)
 			}
 			fmt.Fprintf(w, "train: final digest %s\n", res.Digest)
+			if cfg.ProfileDir != "" {
+				if err := trainProfileSummary(w, cfg.ProfileDir); err != nil {
+					return err
+				}
+			}
 			return e.writeJSON(jsonPath, res)
 		}),
 	}
@@ -255,6 +262,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.StringVar(&backendArg, "backend", "cpu", "cpu or cuda")
 	f.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "", "`DIR` for checkpoints")
 	f.IntVar(&cfg.CheckpointEvery, "checkpoint-every", 0, "commit a checkpoint every K steps (0: never)")
+	f.StringVar(&cfg.ProfileDir, "profile", "", "record every rank's kernels and collectives into `DIR` (rank-N.json), write DIR/train.trace.json and print the per-rank summary with the straggler ranking")
 	f.BoolVar(&cfg.Resume, "resume", false, "continue from the newest good checkpoint in --checkpoint-dir")
 	f.IntVar(&cfg.KillAtStep, "kill-at-step", 0, "testing: SIGKILL this process right after step S (every rank)")
 	f.MarkHidden("kill-at-step")
@@ -366,4 +374,24 @@ func trainTimeStep(e *env, model string, dt numerics.DType, d training.Dims, rep
 		}
 	}
 	return err
+}
+
+// trainProfileSummary merges the ranks' records of dir into one trace (a process per rank) and
+// prints the per-rank breakdown, slowest first.
+func trainProfileSummary(w io.Writer, dir string) error {
+	ranks, origin, err := profiling.LoadRanks(dir)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "train.trace.json")
+	if err := profiling.RankTrace(origin, ranks).WriteFile(path); err != nil {
+		return err
+	}
+	st, err := profiling.ValidateFile(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "profile: %d ranks, trace %s (%d slices, valid)\n", len(ranks), path, st.Slices)
+	profiling.WriteRankSummary(w, profiling.Summarize(ranks))
+	return nil
 }
