@@ -140,6 +140,7 @@ func Names() []string {
 		DistLastChunkReversed, DistNarrowAccumInDType, DistExactDoubleRounding, DistMaxZeroSignIgnored,
 		DistNaNPayloadKept, DistRaggedTailDropped,
 		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
+		CPUFFTTwiddleRecurrence, // issue 26 (h/spectral)
 	}
 }
 
@@ -239,3 +240,6 @@ const (
 	// the output type (from the graph) is right, the values are one row's sums.
 	ReduceEmptyAxesFirstOnly = "compiler/reduce/empty-axes-first-only"
 )
+
+// Spectral ops (issue 26): caught by the spectral accuracy suite's growth fit.
+const CPUFFTTwiddleRecurrence = "cpu/fft/twiddle-recurrence"

@@ -33,6 +33,11 @@ const (
 	// KindAttentionGrad: attention_lse and attention_grad, the saved statistics and the fused
 	// backward of attention that autodiff emits.
 	KindAttentionGrad
+	// KindSpectral: the one-axis FFTs (fft, ifft, rfft, irfft), lowered to a Tile IR FFT per
+	// row. The 2-D forms and the complex helpers (complex_mul, conj) are KindComplex: the
+	// compiler's desugar pass rewrites them into one-axis FFTs and elementwise/movement ops.
+	KindSpectral
+	KindComplex
 )
 
 // AttrSpec declares one attribute of an op. A nil Default makes it required unless Optional.
