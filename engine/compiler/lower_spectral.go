@@ -17,6 +17,11 @@ import (
 // desugarSpectral handles n if it is a spectral form the kernels do not lower; it reports
 // whether it did.
 func desugarSpectral(n *graph.Node, add func(string, graph.Attrs, ...*graph.Value) *graph.Value, last func(string, graph.Attrs, ...*graph.Value)) bool {
+	switch n.Op {
+	case "fft2", "ifft2", "rfft2", "irfft2", "complex_mul", "conj":
+	default:
+		return false
+	}
 	x := n.Inputs[0]
 	switch n.Op {
 	case "fft2", "ifft2", "rfft2", "irfft2":
