@@ -58,11 +58,21 @@ func desugarSpectral(n *graph.Node, add func(string, graph.Attrs, ...*graph.Valu
 			last("concat", cat, part(x, 0), add("neg", nil, part(x, 1)))
 			return true
 		}
-		y := n.Inputs[1]
+		// 16- and 8-bit floats compute in f32 and round once, as every float op does.
+		y, dt := n.Inputs[1], x.Type.DType
+		narrow := dt != numerics.F32 && dt != numerics.F64
+		if narrow {
+			f32 := graph.Attrs{"to": graph.DTypeAttr(numerics.F32)}
+			x, y = add("cast", f32, x), add("cast", f32.Clone(), y)
+		}
 		ar, ai, br, bi := part(x, 0), part(x, 1), part(y, 0), part(y, 1)
 		re := add("sub", nil, add("mul", nil, ar, br), add("mul", nil, ai, bi))
 		im := add("add", nil, add("mul", nil, ar, bi), add("mul", nil, ai, br))
-		last("concat", cat, re, im)
+		if narrow {
+			last("cast", graph.Attrs{"to": graph.DTypeAttr(dt)}, add("concat", cat, re, im))
+		} else {
+			last("concat", cat, re, im)
+		}
 		return true
 	}
 	return false
