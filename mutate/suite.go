@@ -47,12 +47,12 @@ var suites = []Suite{
 		What: "every golden case against its golden file (suites/golden)"},
 	{Name: "rewrite", Kind: KindGinkgo, Packages: []string{"suites/rewrite"},
 		What: "near-miss and matching graphs of every rewrite, structurally and numerically (suites/rewrite)"},
-	{Name: "spectral", Kind: KindGinkgo, Packages: []string{"suites/spectral"},
-		What: "FFT accuracy against a float64 reference with the error-growth fit, metamorphic properties (suites/spectral)"},
 	{Name: "rounding", Kind: KindGinkgo, Packages: []string{"suites/rounding"},
 		What: "every encoding path bit for bit against an independent encoder (suites/rounding)"},
 	{Name: "determinism", Kind: KindGinkgo, Packages: []string{"suites/determinism"}, OpLabels: true,
 		What: "same bits run after run, in a second process, under GOMAXPROCS 1, 2, 8, and as pinned for the device class in golden/pins (suites/determinism)"},
+	{Name: "spectral", Kind: KindGinkgo, Packages: []string{"suites/spectral"},
+		What: "FFT accuracy against a float64 reference with the error-growth fit, metamorphic properties (suites/spectral)"},
 	// rapid would leave a fail file in the source tree for every fault it catches, and CI
 	// would replay them all.
 	{Name: "property", Kind: KindGinkgo, Packages: []string{"suites/property"}, Args: []string{"-rapid.nofailfile"},

@@ -66,6 +66,34 @@ func twiddle(k, n int) complex128 {
 	return complex(c, s)
 }
 
+// twiddleTable is exp(-2*pi*i*k/n) for k < n, rounded to complex64 unless wide.
+func twiddleTable(n int, wide bool) []complex128 {
+	tw := make([]complex128, n)
+	if failpoint.Enabled(failpoint.CPUFFTTwiddleRecurrence) {
+		// The planted bug: twiddles by the recurrence w_k = w_(k-1) * w_1 in the working
+		// precision, whose error grows with k (about k ulps), so with n.
+		w1 := twiddle(1, n)
+		w32, c32 := complex64(w1), complex64(1)
+		tw[0] = 1
+		for k := 1; k < n; k++ {
+			if wide {
+				tw[k] = tw[k-1] * w1
+			} else {
+				c32 *= w32
+				tw[k] = complex128(c32)
+			}
+		}
+		return tw
+	}
+	for k := range n {
+		tw[k] = twiddle(k, n)
+		if !wide {
+			tw[k] = complex128(complex64(tw[k]))
+		}
+	}
+	return tw
+}
+
 func factor(n int) (radices []int, smooth bool) {
 	for n%4 == 0 {
 		radices = append(radices, 4)
@@ -89,18 +117,10 @@ func newFFTPlan[C cplx](n int) *fftPlan[C] {
 	if smooth {
 		p.radices = rad
 		p.tw = make([]C, n)
-		if failpoint.Enabled(failpoint.CPUFFTTwiddleRecurrence) {
-			// The planted bug: twiddles by the recurrence w_k = w_{k-1} * w_1 in the working
-			// precision, whose error grows with k (about k ulps), so with n.
-			w1 := C(twiddle(1, n))
-			p.tw[0] = 1
-			for k := 1; k < n; k++ {
-				p.tw[k] = p.tw[k-1] * w1
-			}
-		} else {
-			for k := range n {
-				p.tw[k] = C(twiddle(k, n))
-			}
+		var zero C
+		_, wide := any(zero).(complex128)
+		for k, w := range twiddleTable(n, wide) {
+			p.tw[k] = C(w)
 		}
 		return p
 	}
