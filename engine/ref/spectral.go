@@ -75,8 +75,7 @@ func (c cube) dft(axis int, sign, scale float64) cube {
 	out := cube{shape: slices.Clone(c.shape), v: make([]complex128, len(c.v))}
 	w := make([]complex128, l)
 	for r := range l {
-		s, co := math.Sincos(sign * 2 * math.Pi * float64(r) / float64(l))
-		w[r] = complex(co, s)
+		w[r] = unitRoot(r, l, sign)
 	}
 	for o := range outer {
 		for i := range inner {
@@ -231,4 +230,14 @@ func conjOp(_ *graph.Node, in []*tensor.Tensor, out *tensor.Tensor) error {
 		out.SetFloat64(i, x)
 	}
 	return nil
+}
+
+// unitRoot is exp(sign*2*pi*i*r/l); the quarter turns are exact (so a real input's bin 0 and
+// bin l/2 have an imaginary part of exactly 0, as in the engine and in pocketfft).
+func unitRoot(r, l int, sign float64) complex128 {
+	if (4*r)%l == 0 {
+		return [4]complex128{1, complex(0, sign), -1, complex(0, -sign)}[(4*r/l)%4]
+	}
+	s, c := math.Sincos(sign * 2 * math.Pi * float64(r) / float64(l))
+	return complex(c, s)
 }

@@ -62,6 +62,9 @@ func twiddle(k, n int) complex128 {
 	if k < 0 {
 		k += n
 	}
+	if 4*k%n == 0 { // quarter turns exactly: 1, -i, -1, i
+		return [4]complex128{1, -1i, -1, 1i}[4*k/n]
+	}
 	s, c := math.Sincos(-2 * math.Pi * float64(k) / float64(n))
 	return complex(c, s)
 }
