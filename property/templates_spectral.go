@@ -44,3 +44,26 @@ func (b *builder) spectral(d *graph.OpDef) error {
 	_, err := b.node(d.Name, attrs, x)
 	return err
 }
+
+// spectralTerms is the number of terms an output element of a spectral op sums: the
+// transform length (both lengths for the 2-D forms), 2 for complex_mul, 1 for conj.
+func spectralTerms(n *graph.Node) int {
+	in := n.Inputs[0].Type
+	switch n.Op {
+	case "complex_mul":
+		return 2
+	case "conj":
+		return 1
+	case "fft2", "ifft2", "rfft2", "irfft2":
+		l, err := graph.FFT2Lengths(n, in)
+		if err != nil {
+			return 1
+		}
+		return l[0] * l[1]
+	}
+	_, l, err := graph.FFTAxis(n, in)
+	if err != nil {
+		return 1
+	}
+	return l
+}
