@@ -311,17 +311,4 @@ func oneLine(s string) string {
 	return s
 }
 
-var kindNames = map[graph.OpKind]string{
-	graph.KindUnary: "unary", graph.KindBinary: "binary", graph.KindCast: "cast",
-	graph.KindReduce: "reduce", graph.KindRowwise: "rowwise", graph.KindMatmul: "matmul",
-	graph.KindAttention: "attention", graph.KindMovement: "movement", graph.KindLoss: "loss",
-	graph.KindCollective: "collective", graph.KindAttentionGrad: "attention_grad",
-}
-
-// kindName names an op kind; a kind this table does not know yet prints as kindN.
-func kindName(k graph.OpKind) string {
-	if s, ok := kindNames[k]; ok {
-		return s
-	}
-	return fmt.Sprintf("kind%d", k)
-}
+func kindName(k graph.OpKind) string { return k.String() }

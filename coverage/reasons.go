@@ -43,6 +43,14 @@ var Reasons = []Reason{
 	// Shard rules.
 	{"scaled_matmul", Shard, "its b is [N,K] with two scale operands: no sharding rule yet (engine/compiler/shard.go)"},
 	{"kind:attention_grad", Shard, "the attention backward is sharded with the training step (gradients/mesh.go), not by a one-op rule"},
+
+	// Spectral ops (issue 26): the CPU backend runs them through a Tile IR FFT instruction.
+	{"kind:spectral", PTX, "no PTX FFT yet: compile for cuda refuses the op with E_UNSUPPORTED naming it (docs/spectral.md)"},
+	{"kind:complex", PTX, "desugared into one-axis FFTs, which have no PTX lowering yet (docs/spectral.md)"},
+	{"kind:spectral", Shard, "no one-op shard rule: the pencil FFT over a mesh axis (all_to_all between the axes) is not built yet"},
+	{"kind:complex", Shard, "desugared before the shard pass into one-axis FFTs, which have no shard rule yet"},
+	{"kind:spectral", Bench, "the CPU FFT is timed against numpy.fft by spectral's BenchmarkFFTvsNumpy; the GPU rows wait for a PTX FFT"},
+	{"kind:complex", Bench, "the CPU FFT is timed against numpy.fft by spectral's BenchmarkFFTvsNumpy; the GPU rows wait for a PTX FFT"},
 }
 
 // reasonFor finds the stated reason for (d, check): the op's own line first, then its kind's.

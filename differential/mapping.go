@@ -29,7 +29,7 @@ type OpMapping struct {
 //   - outputs are compared with harness.Check under the golden spec's tolerance.
 //
 // Mapping holds the rows of ops in this tree's op registry; AllMappings also those ahead of it.
-var Mapping = registered(mappingRows)
+var Mapping = registered(slices.Concat(mappingRows, spectralRows))
 
 // AheadOfRegistry names ops that the scripts and this table map before this tree's op registry
 // has them (issue 10: the core tree adds them). Mapping leaves their rows out until
@@ -39,7 +39,7 @@ var Mapping = registered(mappingRows)
 var AheadOfRegistry = []string{}
 
 // AllMappings is every row, including the ops ahead of the registry.
-func AllMappings() []OpMapping { return slices.Clone(mappingRows) }
+func AllMappings() []OpMapping { return slices.Concat(mappingRows, spectralRows) }
 
 func registered(rows []OpMapping) []OpMapping {
 	var out []OpMapping
@@ -142,7 +142,7 @@ var TorchGradRules = []GradRule{
 
 // MappingOf returns the mapping of op, if any (ops ahead of the registry included).
 func MappingOf(op string) (OpMapping, bool) {
-	for _, m := range mappingRows {
+	for _, m := range AllMappings() {
 		if m.Op == op {
 			return m, true
 		}

@@ -43,7 +43,7 @@ func TestEveryFaultIsCaughtByTheCISuites(t *testing.T) {
 	_, root := needToolchain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Root: root, Suites: []string{"golden", "collectives", "verifier", "numpyio", "rewrite", "rounding", "determinism", "engine", "property", "training", "pipeline", "moe", "sharded", "frames", "profile", "judges", "doctor"}, StopAtFirstCatch: true, FocusOps: true,
+	rep, err := Run(ctx, Options{Root: root, Suites: []string{"golden", "collectives", "verifier", "numpyio", "rewrite", "rounding", "determinism", "engine", "property", "training", "pipeline", "moe", "sharded", "frames", "profile", "spectral", "judges", "doctor"}, StopAtFirstCatch: true, FocusOps: true,
 		WorkDir: t.TempDir(), Timeout: 4 * time.Minute,
 		Progress: func(e Event) {
 			if e.Outcome != nil {

@@ -51,6 +51,8 @@ var suites = []Suite{
 		What: "every encoding path bit for bit against an independent encoder (suites/rounding)"},
 	{Name: "determinism", Kind: KindGinkgo, Packages: []string{"suites/determinism"}, OpLabels: true,
 		What: "same bits run after run, in a second process, under GOMAXPROCS 1, 2, 8, and as pinned for the device class in golden/pins (suites/determinism)"},
+	{Name: "spectral", Kind: KindGinkgo, Packages: []string{"suites/spectral"},
+		What: "FFT accuracy against a float64 reference with the error-growth fit, metamorphic properties (suites/spectral)"},
 	// rapid would leave a fail file in the source tree for every fault it catches, and CI
 	// would replay them all.
 	{Name: "property", Kind: KindGinkgo, Packages: []string{"suites/property"}, Args: []string{"-rapid.nofailfile"},

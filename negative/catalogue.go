@@ -224,6 +224,7 @@ func meshed(rule, op, hook, line string, detail string) Case {
 // Cases returns the whole catalogue: the text cases, then the graph edits.
 func Cases() []Case {
 	out := append([]Case{}, textCases...)
+	out = append(out, spectralCases...) // catalogue_spectral.go
 	return append(out, editCases()...)
 }
 

@@ -362,6 +362,8 @@ func Terms(n *graph.Node) int {
 		return k
 	case graph.KindLoss:
 		return in.NumElems()
+	case graph.KindSpectral, graph.KindComplex:
+		return spectralTerms(n) // templates_spectral.go
 	}
 	return 1
 }

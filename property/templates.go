@@ -49,6 +49,8 @@ func (b *builder) apply(d *graph.OpDef) error {
 		err = b.movement(d)
 	case graph.KindLoss:
 		err = b.loss(d)
+	case graph.KindSpectral, graph.KindComplex:
+		err = b.spectral(d) // templates_spectral.go
 	default:
 		err = fmt.Errorf("no template for op kind %d of %s", d.Kind, d.Name)
 	}

@@ -438,6 +438,10 @@ def mse_loss(b, n, a):
     return rounded(b, a[0], lambda x, y: fold(b.jnp.square(x - y)), *a)
 
 
+import spectral_ops  # noqa: E402  (issue 26)
+
+_SPECTRAL = spectral_ops.jax_ops()
+
 OPS = {
     "neg": unary("negative"), "abs": unary("abs"), "relu": relu,
     "exp": transcendental(lambda b, n, x: b.jnp.exp(x)),
@@ -458,6 +462,9 @@ OPS = {
     "transpose": transpose, "reshape": reshape, "slice": slice_op, "concat": concat,
     "mse_loss": mse_loss,
     "full_like": full_like, "sign": sign, "attention_lse": attention_lse, "attention_grad": attention_grad,
+    "fft": _SPECTRAL["fft"], "ifft": _SPECTRAL["ifft"], "rfft": _SPECTRAL["rfft"], "irfft": _SPECTRAL["irfft"],
+    "fft2": _SPECTRAL["fft2"], "ifft2": _SPECTRAL["ifft2"], "rfft2": _SPECTRAL["rfft2"], "irfft2": _SPECTRAL["irfft2"],
+    "complex_mul": _SPECTRAL["complex_mul"], "conj": _SPECTRAL["conj"],
 }
 
 if __name__ == "__main__":

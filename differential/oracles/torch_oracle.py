@@ -523,6 +523,10 @@ def div(b, n, a):
     return t.div(x, y, rounding_mode=mode)
 
 
+import spectral_ops  # noqa: E402  (issue 26)
+
+_SPECTRAL = spectral_ops.torch_ops()
+
 OPS = {
     "neg": unary("neg"), "abs": unary("abs"), "relu": unary("relu"), "exp": unary("exp"),
     "log": unary("log"), "sqrt": unary("sqrt"), "rsqrt": unary("rsqrt"), "tanh": unary("tanh"), "erf": unary("erf"),
@@ -536,6 +540,9 @@ OPS = {
     "transpose": transpose, "reshape": reshape, "slice": slice_op, "concat": concat,
     "mse_loss": mse_loss,
     "full_like": full_like, "sign": sign, "attention_lse": attention_lse, "attention_grad": attention_grad,
+    "fft": _SPECTRAL["fft"], "ifft": _SPECTRAL["ifft"], "rfft": _SPECTRAL["rfft"], "irfft": _SPECTRAL["irfft"],
+    "fft2": _SPECTRAL["fft2"], "ifft2": _SPECTRAL["ifft2"], "rfft2": _SPECTRAL["rfft2"], "irfft2": _SPECTRAL["irfft2"],
+    "complex_mul": _SPECTRAL["complex_mul"], "conj": _SPECTRAL["conj"],
 }
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ func desugar(s *state) error {
 			} else {
 				last("cast", graph.Attrs{"to": graph.DTypeAttr(n.Output.Type.DType)}, add("mul", nil, d, d))
 			}
+		case desugarSpectral(n, add, last):
 		default:
 			out = append(out, n)
 		}

@@ -164,6 +164,8 @@ func (b *kbuilder) lowerGroup(gr *group) error {
 		return b.lowerMovement(n, gr.sched)
 	case graph.KindLoss:
 		return b.lowerLoss(n, gr.sched)
+	case graph.KindSpectral:
+		return b.lowerFFT(n, gr.sched)
 	}
 	return fmt.Errorf("no lowering for op kind of %s", n.Op)
 }

@@ -130,6 +130,8 @@ func defaultSchedule(gr *group) Schedule {
 	case graph.KindLoss:
 		return Schedule{Key: key, Kind: "loss", BM: 1, BN: fit(in[0].Type.NumElems(), defLossCols), Stages: 1,
 			LoopOrder: "grid(1) cols-seq"}
+	case graph.KindSpectral:
+		return fftSchedule(n, key)
 	case graph.KindMovement:
 		return Schedule{Key: key, Kind: "copy", BM: 1, BN: fit(n.Output.Type.NumElems(), defElemBlock), Stages: 1,
 			LoopOrder: "grid(blocks)"}

@@ -153,6 +153,7 @@ func Names() []string {
 		DistPPGradNotDividedByMicroBatches, DistPPGradLastMicroBatchOnly, DistMoEExpertGradTimesEP, DistMoETieBreakByBackend, // issue 27
 		CPUSDCBitFlipOneDevice,   // issue 25 (h/doctor)
 		CPUMatmulKernelRunsTwice, // issue 24 (h/prof)
+		CPUFFTTwiddleRecurrence,  // issue 26 (h/spectral)
 	}
 }
 
@@ -281,3 +282,6 @@ const (
 	// as long, so only a profile sees it (its grid points run are 2x its grid).
 	CPUMatmulKernelRunsTwice = "cpu/run/matmul-kernel-runs-twice"
 )
+
+// Spectral ops (issue 26): caught by the spectral accuracy suite's growth fit.
+const CPUFFTTwiddleRecurrence = "cpu/fft/twiddle-recurrence"

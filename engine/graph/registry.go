@@ -33,7 +33,28 @@ const (
 	// KindAttentionGrad: attention_lse and attention_grad, the saved statistics and the fused
 	// backward of attention that autodiff emits.
 	KindAttentionGrad
+	// KindSpectral: the one-axis FFTs (fft, ifft, rfft, irfft), lowered to a Tile IR FFT per
+	// row. The 2-D forms and the complex helpers (complex_mul, conj) are KindComplex: the
+	// compiler's desugar pass rewrites them into one-axis FFTs and elementwise/movement ops.
+	KindSpectral
+	KindComplex
 )
+
+var kindNames = map[OpKind]string{
+	KindUnary: "unary", KindBinary: "binary", KindCast: "cast", KindReduce: "reduce",
+	KindRowwise: "rowwise", KindMatmul: "matmul", KindAttention: "attention",
+	KindMovement: "movement", KindLoss: "loss", KindCollective: "collective",
+	KindAttentionGrad: "attention_grad", KindSpectral: "spectral", KindComplex: "complex",
+}
+
+// String names the kind as `tessera-qa ops` prints it; a kind without a name prints as kindN
+// (a test fails on one).
+func (k OpKind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind%d", uint8(k))
+}
 
 // AttrSpec declares one attribute of an op. A nil Default makes it required unless Optional.
 type AttrSpec struct {

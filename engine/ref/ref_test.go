@@ -209,6 +209,9 @@ func TestEveryDeclaredDType(t *testing.T) {
 		"attention_lse":  {sh(2, 3, 4), sh(2, 5, 4)},
 		"scaled_matmul":  {sh(2, 3), sh(4, 3), sh(), sh(1)},
 		"attention_grad": {sh(2, 3, 4), sh(2, 5, 4), sh(2, 5, 2), sh(2, 3, 2), sh(2, 3, 2), sh(2, 3)},
+		// complex values: a trailing 2 (issue 26)
+		"fft": {sh(2, 3, 2)}, "ifft": {sh(2, 3, 2)}, "irfft": {sh(2, 3, 2)}, "fft2": {sh(2, 3, 2)}, "ifft2": {sh(2, 3, 2)},
+		"irfft2": {sh(2, 3, 2)}, "complex_mul": {sh(2, 3, 2), sh(3, 2)}, "conj": {sh(2, 3, 2)},
 	}
 	attrs := map[string]graph.Attrs{
 		"cast": {"to": graph.DTypeAttr(f32)}, "transpose": {"perm": graph.Ints(1, 0)}, "reshape": {"shape": graph.Ints(-1)},

@@ -205,6 +205,8 @@ func (w *worker) exec(body []step) {
 			w.maskScores(in)
 		case tile.MaskCols:
 			w.maskCols(in)
+		case tile.FFT:
+			w.fft(in)
 		case tile.For:
 			for it := range in.Count {
 				w.vars[in.Var] = it

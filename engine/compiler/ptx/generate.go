@@ -50,6 +50,9 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.Input, err, "ptx: kernel %s", k.Name)
 	}
+	if err := refuseSpectral(k); err != nil {
+		return nil, err
+	}
 	if m, ok := dedicated(k, t); ok {
 		return m, nil
 	}

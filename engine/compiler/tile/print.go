@@ -82,6 +82,8 @@ func formatBody(b *strings.Builder, body []Instr, ind string) {
 			b.WriteByte('\n')
 		case MaskCols:
 			fmt.Fprintf(b, "%sr%d = mask_cols r%d cols@%s limit=%d value=%g\n", ind, x.Dst, x.Src, x.ColStart, x.ColLimit, x.Value)
+		case FFT:
+			fmt.Fprintf(b, "%sr%d = fft.%s.%s r%d n=%d scale=%g (%s)\n", ind, x.Dst, x.Kind, x.DType, x.Src, x.N, x.Scale, x.Op)
 		case For:
 			fmt.Fprintf(b, "%sfor v%d in 0..%d {\n", ind, x.Var, x.Count)
 			formatBody(b, x.Body, ind+"  ")

@@ -235,6 +235,23 @@ func (v *verifier) body(body []Instr, vars map[Var]bool) error {
 			if err != nil {
 				return err
 			}
+		case FFT:
+			s, err := v.use(x.Src)
+			if err != nil {
+				return err
+			}
+			in, out := FFTCols(x.Kind, x.N)
+			switch {
+			case x.Kind != FFTForward && x.Kind != FFTInverse && x.Kind != FFTR2C && x.Kind != FFTC2R:
+				return v.errf(v.pc, "fft kind %q", x.Kind)
+			case x.N < 1 || s[1] != in:
+				return v.errf(v.pc, "fft %s of length %d on a %v tile (want %d columns)", x.Kind, x.N, s, in)
+			case x.DType != numerics.F32 && x.DType != numerics.F64:
+				return v.errf(v.pc, "fft arithmetic in %s (want f32 or f64)", x.DType)
+			}
+			if err := v.set(x.Dst, Shape{s[0], out}); err != nil {
+				return err
+			}
 		case For:
 			if int(x.Var) < len(v.k.Grid) || int(x.Var) >= v.k.NumVars || vars[x.Var] {
 				return v.errf(v.pc, "bad loop var v%d", x.Var)

@@ -35,19 +35,7 @@ type attrJSON struct {
 	Aliases map[string]string `json:"aliases,omitempty"`
 }
 
-var kindNames = map[graph.OpKind]string{
-	graph.KindUnary: "unary", graph.KindBinary: "binary", graph.KindCast: "cast",
-	graph.KindReduce: "reduce", graph.KindRowwise: "rowwise", graph.KindMatmul: "matmul",
-	graph.KindAttention: "attention", graph.KindMovement: "movement", graph.KindLoss: "loss",
-	graph.KindCollective: "collective", graph.KindAttentionGrad: "attention_grad",
-}
-
-func kindName(k graph.OpKind) string {
-	if s, ok := kindNames[k]; ok {
-		return s
-	}
-	return fmt.Sprintf("kind%d", k)
-}
+func kindName(k graph.OpKind) string { return k.String() }
 
 func newOpsCmd(e *env) *cobra.Command {
 	var jsonPath string

@@ -1,0 +1,103 @@
+"""Issue 26: the spectral ops for the torch and jax oracles.
+
+Complex values travel as real tensors with a trailing dimension of 2 (torch.view_as_real);
+each op views them as complex, calls torch.fft / jnp.fft with the same dim, n (s) and norm,
+and views the result as real again. f32 is complex64, f64 complex128."""
+
+
+def _at(n):
+    return n.get("attrs", {})
+
+
+def _one_axis(at):
+    kw = {"dim": at.get("dim", -1), "norm": at.get("norm", "backward")}
+    if "n" in at:
+        kw["n"] = at["n"]
+    return kw
+
+
+def _two_axes(at):
+    kw = {"norm": at.get("norm", "backward")}
+    if "s" in at:
+        kw["s"] = tuple(at["s"])
+    return kw
+
+
+def torch_ops():
+    def cx(b, x):
+        return b.torch.view_as_complex(x.contiguous())
+
+    def rx(b, z):
+        return b.torch.view_as_real(z).contiguous()
+
+    def one(name):
+        def f(b, n, a):
+            fn = getattr(b.torch.fft, name)
+            x = a[0] if name == "rfft" else cx(b, a[0])
+            y = fn(x, **_one_axis(_at(n)))
+            return y.contiguous() if name == "irfft" else rx(b, y)
+        return f
+
+    def two(name):
+        def f(b, n, a):
+            fn = getattr(b.torch.fft, name)
+            x = a[0] if name == "rfft2" else cx(b, a[0])
+            y = fn(x, **_two_axes(_at(n)))
+            return y.contiguous() if name == "irfft2" else rx(b, y)
+        return f
+
+    def complex_mul(b, n, a):
+        # f16/bf16 in f32, rounded once (the engine's contract for every float op).
+        dt = a[0].dtype
+        x, y = a[0].to(b.opmath(a[0])), a[1].to(b.opmath(a[0]))
+        xr, xi, yr, yi = x[..., 0], x[..., 1], y[..., 0], y[..., 1]
+        return b.torch.stack([xr * yr - xi * yi, xr * yi + xi * yr], dim=-1).to(dt)
+
+    def conj(b, n, a):
+        x = a[0]
+        return b.torch.stack([x[..., 0], -x[..., 1]], dim=-1)
+
+    ops = {k: one(k) for k in ("fft", "ifft", "rfft", "irfft")}
+    ops.update({k: two(k) for k in ("fft2", "ifft2", "rfft2", "irfft2")})
+    ops.update({"complex_mul": complex_mul, "conj": conj})
+    return ops
+
+
+def jax_ops():
+    def cx(b, x):
+        return x[..., 0] + 1j * x[..., 1]
+
+    def rx(b, z):
+        return b.jnp.stack([b.jnp.real(z), b.jnp.imag(z)], axis=-1)
+
+    def one(name):
+        def f(b, n, a):
+            kw = _one_axis(_at(n))
+            kw["axis"] = kw.pop("dim")
+            x = a[0] if name == "rfft" else cx(b, a[0])
+            y = getattr(b.jnp.fft, name)(x, **kw)
+            return y if name == "irfft" else rx(b, y)
+        return f
+
+    def two(name):
+        def f(b, n, a):
+            x = a[0] if name == "rfft2" else cx(b, a[0])
+            y = getattr(b.jnp.fft, name)(x, **_two_axes(_at(n)))
+            return y if name == "irfft2" else rx(b, y)
+        return f
+
+    def complex_mul(b, n, a):
+        dt = a[0].dtype
+        wide = b.jnp.float64 if dt == b.jnp.float64 else b.jnp.float32
+        x, y = a[0].astype(wide), a[1].astype(wide)
+        xr, xi, yr, yi = x[..., 0], x[..., 1], y[..., 0], y[..., 1]
+        return b.jnp.stack([xr * yr - xi * yi, xr * yi + xi * yr], axis=-1).astype(dt)
+
+    def conj(b, n, a):
+        x = a[0]
+        return b.jnp.stack([x[..., 0], -x[..., 1]], axis=-1)
+
+    ops = {k: one(k) for k in ("fft", "ifft", "rfft", "irfft")}
+    ops.update({k: two(k) for k in ("fft2", "ifft2", "rfft2", "irfft2")})
+    ops.update({"complex_mul": complex_mul, "conj": conj})
+    return ops

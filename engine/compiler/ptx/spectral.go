@@ -1,0 +1,27 @@
+package ptx
+
+import (
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+)
+
+// refuseSpectral: the code generator has no FFT yet, so a kernel holding a tile.FFT is refused
+// at compile time with E_UNSUPPORTED naming the graph op (docs/spectral.md), before any
+// generator path could mistake it for something it knows.
+func refuseSpectral(k *tile.Kernel) error {
+	var find func([]tile.Instr) error
+	find = func(body []tile.Instr) error {
+		for _, in := range body {
+			switch x := in.(type) {
+			case tile.FFT:
+				return errs.New(errs.Unsupported, "ptx: kernel %s: op %s (tile fft %s, n=%d) has no PTX lowering yet; it runs on the cpu backend", k.Name, x.Op, x.Kind, x.N)
+			case tile.For:
+				if err := find(x.Body); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return find(k.Body)
+}
