@@ -45,6 +45,10 @@ func TestRecordedNodesGiveTheDocumentedVerdicts(t *testing.T) {
 		{"h100-healthy.json", Pass, "H100", []want{{"gpu:0", "nvml/ecc", Pass, "no double-bit"}, {"gpu:0", "nvml/remapped-rows", Pass, ""},
 			{"gpu:0", "nvml/pcie-link", Pass, "gen 5 x16"}, {"gpu:0", "nvml/retired-pages", Skipped, "NOT_SUPPORTED"}, {"gpu:0", "nvml/nvlink", Skipped, "NOT_SUPPORTED"},
 			{"gpu:0", "nvml/clock-events", Pass, ""}, {"gpu:0", "nvml/xid", Pass, ""}}},
+		// recorded on the lent H200 by `doctor --record-nvml` (2026-12-02), not written by hand
+		{"h200-recorded-2026-12-02.json", Pass, "H200", []want{{"gpu:0", "nvml/ecc", Pass, "no double-bit"}, {"gpu:0", "nvml/remapped-rows", Pass, "0 rows remapped"},
+			{"gpu:0", "nvml/pcie-link", Pass, "gen 5 x16"}, {"gpu:0", "nvml/retired-pages", Skipped, "NOT_SUPPORTED"}, {"gpu:0", "nvml/nvlink", Skipped, "NOT_SUPPORTED"},
+			{"gpu:0", "nvml/persistence", Pass, "on"}}},
 		{"h200-healthy.json", Pass, "H200", []want{{"gpu:0", "nvml/temperature", Pass, "34 C"}, {"gpu:0", "nvml/pcie-replay", Pass, ""}}},
 		{"h100-row-remap-pending.json", Fail, "H100", []want{{"gpu:0", "nvml/remapped-rows", Fail, "row remap is pending"}, {"gpu:0", "nvml/ecc", Warn, "over the GPU's life"}}},
 		{"h100-dbe.json", Fail, "H100", []want{{"gpu:0", "nvml/ecc", Fail, "2 double-bit"}, {"gpu:0", "nvml/xid", Fail, "48 (double-bit ECC error)"}}},
