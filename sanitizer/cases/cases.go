@@ -271,9 +271,9 @@ func PerPath(getenv func(string) string) (int, error) {
 // change while a planted fault is on (the fast lowerings step aside), and so would the set.
 // An unknown name is E_INPUT. Paths are left empty.
 func Lookup(names []string) ([]Case, error) {
-	by := map[string]harness.Case{}
+	by := map[string]Case{}
 	for _, c := range dedicated() {
-		by[c.Name] = c
+		by[c.Name] = Case{Name: c.Name, Case: c}
 	}
 	want := map[string]bool{}
 	for _, n := range names {
@@ -283,7 +283,11 @@ func Lookup(names []string) ([]Case, error) {
 		if want[s.Name] && s.World() == 0 {
 			c := s.Case()
 			c.Suite = "sanitizer"
-			by[s.Name] = c
+			gc, err := storedCase(s)
+			if err != nil {
+				return nil, err
+			}
+			by[s.Name] = Case{Name: s.Name, Case: c, Golden: gc}
 		}
 	}
 	var out []Case
@@ -292,7 +296,7 @@ func Lookup(names []string) ([]Case, error) {
 		if !ok {
 			return nil, errs.New(errs.Input, "sanitizer: no case named %q", n)
 		}
-		out = append(out, Case{Name: n, Case: c})
+		out = append(out, c)
 	}
 	return out, nil
 }

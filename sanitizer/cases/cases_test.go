@@ -128,3 +128,21 @@ func TestLookupRebuildsTheSelectedCases(t *testing.T) {
 		t.Errorf("unknown: %v", err)
 	}
 }
+
+// The child judges a catalogue case as the golden suite does (its stored golden case, with the
+// accumulator bound of fp8 scaled_matmul on cuda), whether it comes from Select or from the
+// names the parent passes it: the H200 run of 2026-12-02 failed the fp8 case because the
+// child's Lookup dropped it.
+func TestCatalogueCasesKeepTheirGoldenCase(t *testing.T) {
+	name := "scaled_matmul/fp8e4m3/33x48x64-f32-range"
+	cs, err := Lookup([]string{name, "ragged/transpose/f32/68x132"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs[0].Golden == nil || cs[0].Golden.Name != name {
+		t.Fatalf("Lookup(%s) has no stored golden case: %+v", name, cs[0].Golden)
+	}
+	if cs[1].Golden != nil {
+		t.Fatalf("a dedicated case got a golden case")
+	}
+}
