@@ -175,3 +175,26 @@ func TestSummariseNeverCallsARefusalAPass(t *testing.T) {
 		t.Errorf("summary JSON:\n%s", b)
 	}
 }
+
+// racecheck as the H200 ran it (recorded 2026-12-02): the case lines, then only its RACECHECK
+// SUMMARY line, no ERROR SUMMARY. A clean run is a pass; the same run cut before that line is
+// still an error (it did not finish).
+func TestRecordedH200RacecheckIsAPass(t *testing.T) {
+	out := fixture(t, "racecheck-h200-clean.txt")
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "tessera-sanitizer-case" {
+			names = append(names, f[2])
+		}
+	}
+	if len(names) != 9 {
+		t.Fatalf("fixture has %d case lines, want 9", len(names))
+	}
+	if r := Judge(Run{Tool: Racecheck, Output: out}, names); r.Status != Pass {
+		t.Fatalf("recorded clean racecheck: %s %s", r.Status, r.Reason)
+	}
+	cut := out[:strings.Index(out, "========= RACECHECK SUMMARY")]
+	if r := Judge(Run{Tool: Racecheck, Output: cut, Exit: 0}, names); r.Status != Error {
+		t.Fatalf("racecheck without its summary line: %s %s, want error", r.Status, r.Reason)
+	}
+}

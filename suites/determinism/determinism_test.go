@@ -148,6 +148,9 @@ var _ = Describe("determinism", func() {
 					It("returns the same bits in a second process", func() {
 						Expect(child.Err).To(BeEmpty(), "the digest child failed")
 						k := golden.DigestKey(b.Name(), s.Name)
+						if e := child.Set.Errors[k]; strings.Contains(e, ptx.NotLowered) {
+							Skip(e)
+						}
 						Expect(child.Set.Errors).NotTo(HaveKey(k), "the child could not run %s", s.Name)
 						Expect(child.Set.Digests).To(HaveKey(k), "the child did not run %s", s.Name)
 						Expect(digests(s, b)).To(Equal(child.Set.Digests[k]), "E_NONDETERMINISTIC: %s on %s: this process and a second one differ", s.Name, b.Name())
