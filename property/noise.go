@@ -250,6 +250,14 @@ func perturbNode(n *graph.Node, in []*tensor.Tensor, r source) (*tensor.Tensor, 
 			}
 			post = fix
 		}
+		if transform(n) {
+			// A fast transform's error is normwise, not elementwise: every output is off by
+			// up to about u·sqrt(K) times the norm of its input line, so an output that is 0
+			// exactly (a real input's bin 0 imaginary part) comes out as rounding residue,
+			// which moving the inputs cannot produce.
+			abs := random * math.Sqrt(k) * 2 * maxAbs(in[0])
+			post = func(t *tensor.Tensor) { shiftEach(t, r, abs) }
+		}
 		if n.Def().Kind == graph.KindAttention && (dt == numerics.F16 || dt == numerics.BF16) {
 			// The kernel rounds the probabilities P to the storage dtype before P x V, as
 			// tensor-core kernels do (golden/tolerance.go, tolAttention): one storage
@@ -266,11 +274,19 @@ func perturbNode(n *graph.Node, in []*tensor.Tensor, r source) (*tensor.Tensor, 
 	if post != nil {
 		post(out)
 	}
-	sumZero := n.Def().Kind != graph.KindUnary && n.Def().Kind != graph.KindBinary
+	// A transform's zero is already moved off zero by its normwise shift (above), sign and all.
+	sumZero := n.Def().Kind != graph.KindUnary && n.Def().Kind != graph.KindBinary && !transform(n)
 	for i, moved := range out.Float64s() {
 		vals[i] = roundAway(dt, vals[i], reach, floor, moved, sumZero, r.delta(i))
 	}
 	return tensor.FromFloat64(dt, n.Output.Type.Shape, vals), nil
+}
+
+// transform reports whether n is a Fourier transform (one axis or two), not one of the
+// elementwise complex helpers.
+func transform(n *graph.Node) bool {
+	k := n.Def().Kind
+	return k == graph.KindSpectral || k == graph.KindComplex && n.Op != "complex_mul" && n.Op != "conj"
 }
 
 // unmodelled says why the noise model cannot bound how far a correct engine may be from the

@@ -91,6 +91,24 @@ func scaleEach(t *tensor.Tensor, r source, rel float64) {
 	}
 }
 
+// shiftEach moves every element of an f64 tensor by up to abs.
+func shiftEach(t *tensor.Tensor, r source, abs float64) {
+	for i := range t.Len() {
+		t.SetFloat64(i, t.Float64(i)+abs*r.delta(i))
+	}
+}
+
+// maxAbs is the largest finite magnitude in t (0 if it has none).
+func maxAbs(t *tensor.Tensor) float64 {
+	m := 0.0
+	for i := range t.Len() {
+		if a := math.Abs(t.Float64(i)); a > m && !math.IsInf(a, 0) {
+			m = a
+		}
+	}
+	return m
+}
+
 // rows calls fn with the flat indices of every row of shape along axis.
 func rows(shape []int, axis int, fn func(idx []int)) {
 	st := tensor.Strides(shape)

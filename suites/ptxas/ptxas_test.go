@@ -92,13 +92,23 @@ func programModules(name string, p *compiler.Program, t ptx.Target) ([]module, e
 
 // catalogueModules is every distinct module of the golden catalogue's programs for target t
 // whose code path keep takes (specs of one op often share their kernels).
+// Cases holding an op the code generator declares not lowered yet (ptx.NotLowered) are set
+// aside and counted in a report entry; any other refusal fails the spec.
 func catalogueModules(t ptx.Target, keep func(path string) bool) []module {
 	seen := map[string]bool{}
 	var mods []module
+	notLowered := 0
+	defer func() {
+		AddReportEntry(fmt.Sprintf("%d catalogue cases set aside: an op %s", notLowered, ptx.NotLowered))
+	}()
 	for _, s := range golden.Catalogue() {
 		p, err := compiler.Compile(s.Graph, compiler.Options{})
 		Expect(err).NotTo(HaveOccurred(), s.Name)
 		gen, err := programModules(s.Name, p, t)
+		if err != nil && strings.Contains(err.Error(), ptx.NotLowered) {
+			notLowered++
+			continue
+		}
 		Expect(err).NotTo(HaveOccurred(), s.Name)
 		for _, m := range gen {
 			if keep(m.path) && !seen[m.ptx] {
@@ -121,15 +131,39 @@ func rejected(as []assembled) []string {
 	return bad
 }
 
-// spilling lists the modules with register spills, one line each.
+// spilling lists the modules with register spills, one line each, but for callSaves.
 func spilling(as []assembled) []string {
 	var out []string
+	saves := 0
 	for _, a := range as {
 		if a.err == nil && a.res.Spills() > 0 {
+			if callSaves(a) {
+				saves++
+				continue
+			}
 			out = append(out, fmt.Sprintf("%s (%s): %s", a.from, a.path, a.res))
 		}
 	}
+	AddReportEntry(fmt.Sprintf("%d kernels save at most %d bytes around their fp8 conversion calls", saves, maxCallSave))
 	return out
+}
+
+// maxCallSave is the most a kernel may spill, each way, around the calls to the fp8 software
+// conversion routines: ptxas 11.8 keeps three 64-bit values across the calls of a stream's
+// ragged tail in the stack frame (the same kernel without a tail spills nothing). A spill
+// from register pressure is larger, or happens in a kernel without such calls.
+const maxCallSave = 24
+
+func callSaves(a assembled) bool {
+	if !strings.Contains(a.ptx, "call (") || !strings.Contains(a.ptx, "tq_encode_fp8") {
+		return false
+	}
+	for _, f := range a.res.Functions {
+		if f.SpillStores > maxCallSave || f.SpillLoads > maxCallSave || f.StackBytes > maxCallSave {
+			return false
+		}
+	}
+	return true
 }
 
 // Cost is one code path's share of a set of modules, as the report entry "ptxas cost" carries
@@ -202,12 +236,18 @@ var _ = Describe("NVIDIA's assembler", Label("cpu"), func() {
 		needTool()
 		gen := property.Raw(property.DefaultConfig())
 		var mods []module
+		notLowered := 0
 		seed := int(GinkgoRandomSeed())
-		for i := range randomGraphs {
+		// Graphs holding an op without a PTX lowering are drawn again, up to randomGraphs more.
+		for i := 0; i < randomGraphs+min(notLowered, randomGraphs); i++ {
 			c := gen.Example(seed + i)
 			p, err := compiler.Compile(c.Graph, compiler.Options{})
 			Expect(err).NotTo(HaveOccurred(), "graph %d (seed %d): %s", i, seed+i, c.Ops())
 			ms, err := programModules(fmt.Sprintf("graph %d (rapid example seed %d, %s)", i, seed+i, c.Ops()), p, ptx.H100)
+			if err != nil && strings.Contains(err.Error(), ptx.NotLowered) {
+				notLowered++
+				continue
+			}
 			Expect(err).NotTo(HaveOccurred())
 			mods = append(mods, ms...)
 		}
@@ -218,8 +258,9 @@ var _ = Describe("NVIDIA's assembler", Label("cpu"), func() {
 			total += a.res.Elapsed
 			bytes += len(a.ptx)
 		}
-		AddReportEntry(fmt.Sprintf("ptxas %s on %d random graphs (%d kernels, %.1f KB PTX, %.0f ms of ptxas a graph)",
-			tool.Release, randomGraphs, len(as), float64(bytes)/1e3, float64(total.Milliseconds())/randomGraphs))
+		AddReportEntry(fmt.Sprintf("ptxas %s on %d random graphs (%d kernels, %.1f KB PTX, %.0f ms of ptxas a graph; %d graphs set aside: an op %s)",
+			tool.Release, randomGraphs, len(as), float64(bytes)/1e3, float64(total.Milliseconds())/randomGraphs, notLowered, ptx.NotLowered))
+		Expect(len(as)).To(BeNumerically(">=", randomGraphs), "too few random graphs could be lowered to PTX")
 		reportCosts("random graphs", as)
 		Expect(rejected(as)).To(BeEmpty())
 	})

@@ -344,6 +344,15 @@ func fftRows[C cplx](in tile.FFT, src, out []float64, rows, incols, outcols int,
 				c := complex128(v)
 				o[2*k], o[2*k+1] = real(c), imag(c)
 			}
+			if in.Kind == tile.FFTR2C {
+				// A real input's bin 0 and (even n) bin n/2 are real exactly, as torch.fft
+				// and the golden model give them; the fast path leaves rounding residue
+				// there, which a following div turned into ±Inf where the model has 0/0.
+				o[1] = 0
+				if n%2 == 0 && n/2 < outcols/2 {
+					o[n+1] = 0
+				}
+			}
 		}
 	}
 }
