@@ -95,6 +95,9 @@ func Execute(ctx context.Context, sc *Scenario, o Options) (*Report, error) {
 	_, run.Containers = o.Launcher.(NodeControl)
 	a := &agent{sc: sc, o: o, run: run, rec: rec, pids: map[int]int{}, lastStep: map[int]int{}, fired: map[string]bool{},
 		ckDir: filepath.Join(o.Dir, "checkpoints"), me: me}
+	if o.Cluster == nil {
+		a.slow = newStragglerWatch(sc.World, func(e Event) { rec.Record(e) }) // a node of a cluster sees one rank
+	}
 	rec.Record(Event{Kind: KindScenario, Rank: -1, Detail: sc.Name})
 	var runErr error
 	if sc.Transport == "inproc" {
@@ -199,6 +202,11 @@ type agent struct {
 	fired    map[string]bool
 	active   []context.CancelFunc
 	wg       sync.WaitGroup
+	// slow watches the local ranks' step events for a fail-slow rank (straggler.go).
+	slow *stragglerWatch
+	// stops: per rank, the injections holding its process stopped. A SIGCONT continues it
+	// only once none does, so a rank/slow's duty cycle cannot end a rank/hang early.
+	stops map[int]map[string]bool
 }
 
 func (a *agent) record(e Event) {
@@ -318,6 +326,7 @@ func (a *agent) launchEvent(e launch.Event) {
 	case launch.RankStarted:
 		a.mu.Lock()
 		a.attempt, a.pids[e.Rank] = e.Attempt, e.PID
+		delete(a.stops, e.Rank) // a new process: nothing holds it
 		a.mu.Unlock()
 		a.record(Event{T: e.Time, Kind: KindRankStart, Attempt: e.Attempt, PID: e.PID, Detail: "rank " + strconv.Itoa(e.Rank)})
 	case launch.RankExited:
@@ -365,6 +374,7 @@ func (w *eventWriter) Write(p []byte) (int, error) {
 // onRankEvent records a rank's event and fires the agent's faults that were waiting for it.
 func (a *agent) onRankEvent(e Event) {
 	a.rec.Record(e)
+	a.slow.step(e)
 	switch e.Kind {
 	case KindInject, KindHeal:
 		a.mu.Lock()
@@ -455,9 +465,26 @@ func (t *agentTarget) LastCheckpoint() int {
 	return t.a.lastCk
 }
 func (t *agentTarget) Signal(rank int, sig Signal) error {
-	t.a.mu.Lock()
-	pid, ok := t.a.pids[rank]
-	t.a.mu.Unlock()
+	a := t.a
+	a.mu.Lock()
+	pid, ok := a.pids[rank]
+	if a.stops == nil {
+		a.stops = map[int]map[string]bool{}
+	}
+	switch syscall.Signal(sig) {
+	case syscall.SIGSTOP:
+		if a.stops[rank] == nil {
+			a.stops[rank] = map[string]bool{}
+		}
+		a.stops[rank][t.in.ID] = true
+	case syscall.SIGCONT:
+		delete(a.stops[rank], t.in.ID)
+		if len(a.stops[rank]) > 0 {
+			a.mu.Unlock()
+			return nil // another fault still holds it stopped
+		}
+	}
+	a.mu.Unlock()
 	if !ok || pid <= 0 {
 		return fmt.Errorf("rank %d has no process of this agent's to signal", rank)
 	}
@@ -536,7 +563,7 @@ func (a *agent) inproc(ctx context.Context) error {
 		errc := make(chan error, sc.World)
 		var digest string
 		for r := range sc.World {
-			w := newWorker(sc, a.run, r, attempt, a.ckDir, fired[r], func(e Event) { a.rec.Record(e) })
+			w := newWorker(sc, a.run, r, attempt, a.ckDir, fired[r], func(e Event) { a.rec.Record(e); a.slow.step(e) })
 			cfg, err := sc.TrainConfig(b, a.ckDir)
 			if err != nil {
 				return err

@@ -311,6 +311,9 @@ func detection(evs []Event, ie *Event, ex Expect) *Event {
 		if e.Code == string(errs.Desync) && len(ex.Fields) > 0 && !slices.Contains(ex.Fields, e.Field) {
 			continue // a relayed abort, or the wrong field: not this fault's detection
 		}
+		if e.Code == string(errs.Straggler) && e.Rank != ie.Rank {
+			continue // another rank flagged: a false alarm, not this fault found
+		}
 		return e
 	}
 	return nil
@@ -341,7 +344,8 @@ func maskedBy(sc *Scenario, run Run, evs []Event, ie *Event, injected map[string
 		}
 	}
 	for _, e := range evs {
-		if e.Kind == KindDetect && e.Attempt == ie.Attempt && e.T.Before(ie.T) {
+		// A straggler flag fails nothing, so it masks nothing.
+		if e.Kind == KindDetect && e.Code != string(errs.Straggler) && e.Attempt == ie.Attempt && e.T.Before(ie.T) {
 			return "an earlier failure (" + e.Code + ")"
 		}
 	}

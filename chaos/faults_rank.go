@@ -71,11 +71,12 @@ func (h *Hang) Inject(ctx context.Context, t Target) (string, error) {
 }
 
 // Slow is rank/slow: for For the agent stops the rank for Pause out of every Period
-// (SIGSTOP/SIGCONT), a straggler the job must tolerate (Pause below the collectives' bound).
+// (SIGSTOP/SIGCONT), a fail-slow rank the job must tolerate (Pause below the collectives'
+// bound) and the straggler watch must name.
 type Slow struct {
 	For    Duration `json:"for,omitempty"`    // default 2s
-	Period Duration `json:"period,omitempty"` // default 100ms
-	Pause  Duration `json:"pause,omitempty"`  // default 40ms
+	Period Duration `json:"period,omitempty"` // default 8ms: about a cycle a step
+	Pause  Duration `json:"pause,omitempty"`  // default 6ms: the rank works at a quarter of its speed
 }
 
 func (*Slow) Name() string { return "rank/slow" }
@@ -95,18 +96,21 @@ func (s *Slow) params() (time.Duration, time.Duration, time.Duration) {
 		f = 2 * time.Second
 	}
 	if p <= 0 {
-		p = 100 * time.Millisecond
+		p = 8 * time.Millisecond
 	}
 	if q <= 0 || q > p {
-		q = min(40*time.Millisecond, p)
+		q = min(6*time.Millisecond, p)
 	}
 	return f, p, q
 }
+
+// A pause within the collectives' bound fails nothing: the agent's straggler watch must
+// name the rank (E_STRAGGLER) and the job finish without a restart.
 func (s *Slow) Expect(r Run) Expect {
 	if _, _, q := s.params(); q > r.CommTimeout {
 		return Expect{Detect: codes(errs.TimeoutComm), Restart: true}
 	}
-	return Expect{}
+	return Expect{Detect: codes(errs.Straggler)}
 }
 func (s *Slow) Inject(ctx context.Context, t Target) (string, error) {
 	f, p, q := s.params()

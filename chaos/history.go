@@ -25,7 +25,7 @@ const (
 	KindCheckpoint Kind = "checkpoint" // a rank: checkpoint Step is committed
 	KindInject     Kind = "inject"     // a fault began (Fault, Name, Rank: where; Step: that rank's last step)
 	KindHeal       Kind = "heal"       // a fault's undo ran
-	KindDetect     Kind = "detect"     // a rank saw a failure: Code and Detail are its error (or a loader notice)
+	KindDetect     Kind = "detect"     // a rank saw a failure: Code and Detail are its error (or a loader notice); E_STRAGGLER: the agent's straggler watch names Rank
 	KindRestart    Kind = "restart"    // the launcher restarts the group (Attempt: the new attempt)
 	KindGiveUp     Kind = "give_up"    // the launcher gives up (no restart left)
 	KindDone       Kind = "done"       // rank 0 finished every step (Digest)
@@ -50,6 +50,8 @@ type Event struct {
 	Damaged int       `json:"damaged,omitempty"` // inject: the committed checkpoint step the fault made unusable
 	PID     int       `json:"pid,omitempty"`
 	Digest  string    `json:"digest,omitempty"` // done: the final parameters' digest
+	// ComputeMS is a step's wall time outside collectives (the straggler watch's signal).
+	ComputeMS float64 `json:"compute_ms,omitempty"`
 }
 
 // HistoryFile is the merged history in a run's artifacts folder; the writers' own files are

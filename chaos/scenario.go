@@ -232,6 +232,8 @@ func RandomScenario(base Scenario, seed uint64, r Run, only []string) (*Scenario
 			hi = s.Steps - k
 		case *DiskFull:
 			hi = s.Steps - k - 1 // a checkpoint must come while the disk is full
+		case *Slow:
+			hi = s.Steps - 4*stragglerWindow // steps enough, while slow, for the watch's windows
 		}
 		if hi < lo {
 			hi = lo

@@ -119,7 +119,7 @@ func (w *worker) observe(o training.Observation) {
 		w.mu.Lock()
 		w.lastStep = o.Step
 		w.mu.Unlock()
-		w.record(Event{Kind: KindStep, Step: o.Step, Bits: o.LossBits})
+		w.record(Event{Kind: KindStep, Step: o.Step, Bits: o.LossBits, ComputeMS: float64(o.Compute.Microseconds()) / 1e3})
 		// A fault acts after the step's checkpoint when one is due.
 		if k := w.sc.CheckpointEvery; k <= 0 || o.Step%k != 0 {
 			w.trigger(o.Step, false)

@@ -93,6 +93,9 @@ type Observation struct {
 	Step     int      //
 	LossBits string   // "step": the averaged loss's bits, as in Result.Losses
 	Notices  []string // "resume": the checkpoint loader's notices (fallbacks past damaged steps)
+	// Compute and Comm split a "step"'s wall time: time in collectives (waits for peers
+	// included) and the rest.
+	Compute, Comm time.Duration
 }
 
 // Result is what a run reports (rank 0's JSON).
@@ -188,6 +191,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		st.profileTo(rec)
 		prof.Rank = rank
 	}
+	var clock *commClock
+	if cfg.Observe != nil {
+		clock = &commClock{}
+		if rec != nil {
+			clock.next = rec
+		}
+		st.profileTo(clock)
+	}
 	for step := res.StartStep + 1; step <= cfg.Steps; step++ {
 		stepStart := time.Now()
 		loss, grads, err := st.step(ctx, cfg.Seed, step, params)
@@ -209,7 +220,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Progress(step, lv)
 		}
 		if cfg.Observe != nil {
-			cfg.Observe(Observation{Kind: "step", Rank: rank, Step: step, LossBits: res.Losses[len(res.Losses)-1].Bits})
+			wall, comm := time.Since(stepStart), clock.lap()
+			cfg.Observe(Observation{Kind: "step", Rank: rank, Step: step, LossBits: res.Losses[len(res.Losses)-1].Bits,
+				Compute: max(wall-comm, 0), Comm: comm})
 		}
 		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 {
 			if err := save(ctx, cfg, m, params, opt, step, rank, world, st.layoutText(), timeout); err != nil {

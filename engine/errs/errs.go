@@ -31,6 +31,7 @@ const (
 	CacheCorrupt     Code = "E_CACHE_CORRUPT" // a cache file failed its parse or checksum; it was moved aside and rebuilt
 	Deadlock         Code = "E_DEADLOCK"      // a schedule of sends and receives that can never finish (refused before it runs)
 	SDC              Code = "E_SDC"           // a device's bits differ from the pinned known answer: silent data corruption
+	Straggler        Code = "E_STRAGGLER"     // a rank computes below 0.7 of the median rank's speed (fail-slow); nothing failed
 	Internal         Code = "E_INTERNAL"
 )
 

@@ -145,6 +145,23 @@ var _ = Describe("tessera-qa chaos", Label("chaos"), func() {
 		killedAndRecovered(out)
 	})
 
+	It("names a fail-slow rank (rank/slow@1:10) as a straggler, with its time to detect, and keeps the bits", func() {
+		code, out, _ := runCLI(nil, "chaos", "--faults", "rank/slow@1:10", "--world", "3", "--json", "-")
+		Expect(code).To(Equal(0))
+		r := parse(out)
+		Expect(r.Passed).To(BeTrue())
+		Expect(r.Scenarios).To(HaveLen(1))
+		rep := r.Scenarios[0]
+		Expect(rep.BitsIdentical).To(BeTrue())
+		Expect(rep.Restarts).To(Equal(0), "a slow rank fails nothing")
+		f := rep.Faults[0]
+		Expect(f.Outcome).To(Equal("detected"))
+		Expect(f.DetectedBy).To(Equal("E_STRAGGLER"))
+		Expect(f.DetectRank).To(Equal(1))
+		Expect(f.TTD).To(BeNumerically(">", 0))
+		Expect(f.TTD).To(BeNumerically("<", 2), "the watch needs a few windows of steps, not the whole slow spell")
+	})
+
 	It("passes seeded random fault schedules (--schedule random --count 10 --seed 1)", func() {
 		randomSchedules(10)
 	})
