@@ -124,6 +124,9 @@ func Execute(ctx context.Context, sc *Scenario, o Options) (*Report, error) {
 	}
 	rep := Check(sc, run, ref, evs)
 	rep.Dir = o.Dir
+	if sc.Profile {
+		rep.Profiles = mergeProfiles(o.Dir, rep)
+	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	os.WriteFile(filepath.Join(o.Dir, "report.json"), b, 0o644)
 	return rep, nil
@@ -570,6 +573,9 @@ func (a *agent) inproc(ctx context.Context) error {
 			}
 			cfg.Comm = dist.NewComm(w.tap.Wrap(ts[r]), dist.Options{Mode: dist.Deterministic, Timeout: time.Duration(sc.CommTimeout)})
 			cfg.Observe = w.observe
+			if sc.Profile {
+				cfg.ProfileDir = profileDir(a.o.Dir, attempt)
+			}
 			go func() {
 				res, err := training.Run(bctx, cfg)
 				if err != nil {

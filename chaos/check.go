@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/failpoint"
+	"github.com/tessera-qa/tessera-qa/profiling"
 )
 
 // Reference is the fault-free run with the same seed and world: every step's loss bits and
@@ -37,6 +38,8 @@ type Report struct {
 	StepsChecked  int           `json:"steps_checked"` // step events whose loss bits were compared
 	WallSeconds   float64       `json:"wall_s"`
 	Dir           string        `json:"artifacts,omitempty"`
+	// Profiles, with Scenario.Profile: one per attempt whose ranks left records.
+	Profiles []AttemptProfile `json:"profiles,omitempty"`
 }
 
 // FaultResult is one injection's row: what happened to it.
@@ -395,6 +398,16 @@ func (r *Report) Table() string {
 			step = "-"
 		}
 		fmt.Fprintf(&b, "%-4s %-22s %4d %5s %-14s %-16s %8s %8s %5d %v\n", f.ID, f.Fault, f.Rank, step, f.Outcome, by, ttd, ttr, f.LostSteps, r.BitsIdentical)
+	}
+	for _, p := range r.Profiles {
+		if p.Trace == "" {
+			fmt.Fprintf(&b, "profile of attempt %d: %s\n", p.Attempt, p.Error)
+			continue
+		}
+		fmt.Fprintf(&b, "profile of attempt %d: %s (%d slices)\n", p.Attempt, p.Trace, p.Slices)
+		var sb strings.Builder
+		profiling.WriteRankSummary(&sb, p.Ranks)
+		b.WriteString(sb.String())
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)

@@ -40,6 +40,10 @@ type Scenario struct {
 	Bound           Duration    `json:"bound"` // the whole run, restarts included: past it the run hung
 	Faults          []Injection `json:"faults"`
 	Plant           string      `json:"plant,omitempty"`
+	// Profile makes every rank record its kernels and collectives (training's ProfileDir) into
+	// the run's artifacts, profile/attempt-N/; the checker's pass merges each attempt into a
+	// trace and a per-rank summary (profile.go).
+	Profile bool `json:"profile,omitempty"`
 }
 
 // Defaults for a scenario's zero fields.

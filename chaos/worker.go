@@ -284,6 +284,9 @@ func RunRank(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	cfg.Wrap, cfg.Observe = w.tap.Wrap, w.observe
+	if sc.Profile {
+		cfg.ProfileDir = profileDir(os.Getenv(EnvHistory), attempt)
+	}
 	// The launcher tears the group down (SIGTERM) as soon as one rank fails; a rank that is
 	// itself detecting the failure gets a moment to say so before it goes.
 	sigs := make(chan os.Signal, 1)

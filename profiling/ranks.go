@@ -45,8 +45,12 @@ type RankSummary struct {
 	WaitMS     float64 `json:"wait_ms"`
 	IdleMS     float64 `json:"idle_ms"`
 	OverlapPct float64 `json:"overlap_pct"` // of communication time, the part under compute
-	// Speed is median step / this rank's step (1: the median rank; 0.1: ten times slower).
+	// Speed is the median rank's work over this rank's (1: the median rank; 0.1: ten times
+	// slower), work being the step's time outside collectives and waits: in a synchronous
+	// job every rank's step lasts as long as the slowest one's, so only the work tells them
+	// apart (chaos's straggler watch uses the same measure).
 	Speed     float64 `json:"speed"`
+	WorkMS    float64 `json:"work_ms"`
 	Straggler bool    `json:"straggler"`
 }
 
@@ -96,8 +100,8 @@ func overlap(p, q []interval) time.Duration {
 	return d
 }
 
-// Summarize breaks every rank's timeline down and ranks them against the median step: the
-// result is sorted slowest first, stragglers flagged.
+// Summarize breaks every rank's timeline down and ranks them against the median rank's work:
+// the result is sorted slowest first, stragglers flagged.
 func Summarize(ranks []RankTimeline) []RankSummary {
 	var out []RankSummary
 	var steps []float64
@@ -118,17 +122,19 @@ func Summarize(ranks []RankTimeline) []RankSummary {
 		md, mu := union(comm)
 		wd, _ := union(wait)
 		busy, _ := union(append(append(slices.Clone(comp), comm...), wait...))
-		s := RankSummary{Rank: r.Rank, StepMS: ms(r.Step), ComputeMS: ms(cd), CommMS: ms(md), WaitMS: ms(wd), IdleMS: ms(max(r.Step-busy, 0))}
+		talk, _ := union(append(slices.Clone(comm), wait...))
+		s := RankSummary{Rank: r.Rank, StepMS: ms(r.Step), ComputeMS: ms(cd), CommMS: ms(md), WaitMS: ms(wd), IdleMS: ms(max(r.Step-busy, 0)),
+			WorkMS: ms(max(r.Step-talk, 0))}
 		if md > 0 {
 			s.OverlapPct = 100 * float64(overlap(cu, mu)) / float64(md)
 		}
 		out = append(out, s)
-		steps = append(steps, s.StepMS)
+		steps = append(steps, s.WorkMS)
 	}
 	med := median(steps)
 	for i := range out {
-		if out[i].StepMS > 0 {
-			out[i].Speed = med / out[i].StepMS
+		if out[i].WorkMS > 0 {
+			out[i].Speed = med / out[i].WorkMS
 		}
 		out[i].Straggler = out[i].Speed > 0 && out[i].Speed < StragglerSpeed
 	}
@@ -140,13 +146,13 @@ func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 // WriteRankSummary prints the per-rank table, slowest first.
 func WriteRankSummary(w io.Writer, rs []RankSummary) {
-	fmt.Fprintf(w, "%-5s %9s %9s %9s %9s %9s %8s %6s\n", "rank", "step_ms", "compute", "comm", "wait", "idle", "overlap", "speed")
+	fmt.Fprintf(w, "%-5s %9s %9s %9s %9s %9s %9s %8s %6s\n", "rank", "step_ms", "work", "compute", "comm", "wait", "idle", "overlap", "speed")
 	for _, r := range rs {
 		flag := ""
 		if r.Straggler {
 			flag = fmt.Sprintf("  STRAGGLER (< %.1f of the median)", StragglerSpeed)
 		}
-		fmt.Fprintf(w, "%-5d %9.3f %9.3f %9.3f %9.3f %9.3f %7.1f%% %6.2f%s\n", r.Rank, r.StepMS, r.ComputeMS, r.CommMS, r.WaitMS, r.IdleMS, r.OverlapPct, r.Speed, flag)
+		fmt.Fprintf(w, "%-5d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.1f%% %6.2f%s\n", r.Rank, r.StepMS, r.WorkMS, r.ComputeMS, r.CommMS, r.WaitMS, r.IdleMS, r.OverlapPct, r.Speed, flag)
 	}
 }
 

@@ -145,8 +145,8 @@ var _ = Describe("tessera-qa chaos", Label("chaos"), func() {
 		killedAndRecovered(out)
 	})
 
-	It("names a fail-slow rank (rank/slow@1:10) as a straggler, with its time to detect, and keeps the bits", func() {
-		code, out, _ := runCLI(nil, "chaos", "--faults", "rank/slow@1:10", "--world", "3", "--json", "-")
+	It("names a fail-slow rank (rank/slow@1:10) as a straggler, with its time to detect, and keeps the bits; its --profile trace ranks it slowest", func() {
+		code, out, _ := runCLI(nil, "chaos", "--faults", "rank/slow@1:10", "--world", "3", "--profile", "--json", "-")
 		Expect(code).To(Equal(0))
 		r := parse(out)
 		Expect(r.Passed).To(BeTrue())
@@ -160,6 +160,12 @@ var _ = Describe("tessera-qa chaos", Label("chaos"), func() {
 		Expect(f.DetectRank).To(Equal(1))
 		Expect(f.TTD).To(BeNumerically(">", 0))
 		Expect(f.TTD).To(BeNumerically("<", 2), "the watch needs a few windows of steps, not the whole slow spell")
+		Expect(rep.Profiles).To(HaveLen(1))
+		p := rep.Profiles[0]
+		Expect(p.Error).To(BeEmpty())
+		Expect(p.Slices).To(BeNumerically(">", 0), "trace %s", p.Trace)
+		Expect(p.Ranks).To(HaveLen(3))
+		Expect(p.Ranks[0].Rank).To(Equal(1), "the slowed rank does the most work a step: %+v", p.Ranks)
 	})
 
 	It("passes seeded random fault schedules (--schedule random --count 10 --seed 1)", func() {

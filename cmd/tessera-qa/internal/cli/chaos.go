@@ -197,6 +197,7 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 	f.DurationVar(&commTimeout, "comm-timeout", chaos.DefaultCommTimeout, "bound on every collective: a rank silent longer is detected")
 	f.DurationVar(&bound, "bound", chaos.DefaultBound, "bound on each whole run: past it the run hung")
 	f.StringVar(&artifacts, "artifacts", "", "`DIR` for the runs' histories and reports (default tessera-qa-out/chaos/TIME)")
+	f.BoolVar(&base.Profile, "profile", false, "record every rank's kernels and collectives; per attempt a Perfetto trace and the per-rank summary with the straggler ranking in the artifacts (profile/attempt-N/)")
 	f.StringVar(&base.Plant, "plant", "", "testing: plant a known bug (accept-bad-checksum) to see the checker catch it")
 	f.MarkHidden("plant")
 	addJSONFlag(cmd, &jsonPath)
