@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
+	"github.com/tessera-qa/tessera-qa/engine/profile"
 	"github.com/tessera-qa/tessera-qa/engine/ref"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 )
@@ -43,6 +44,9 @@ type Runner struct {
 	ArtifactsDir string
 	// Compile is passed to compiler.Compile.
 	Compile compiler.Options
+	// Profile, when set, receives the run's kernel launches and copies (the backend's
+	// profiling hook; the bits do not change).
+	Profile profile.Sink
 }
 
 // RunCase runs c on b with no artifacts directory: Runner{Backend: b}.Run(c).
@@ -101,7 +105,14 @@ func (rn Runner) execute(c Case, tols []Tolerance, r *Result) {
 	}
 	var got []*tensor.Tensor
 	t0 = time.Now()
-	err = protect("run", func() (err error) { got, err = rn.Backend.Run(prog, runIn); return })
+	err = protect("run", func() (err error) {
+		if rn.Profile != nil {
+			got, err = backend.RunProfiled(rn.Backend, prog, runIn, rn.Profile)
+		} else {
+			got, err = rn.Backend.Run(prog, runIn)
+		}
+		return
+	})
 	r.Timing.RunMS = ms(time.Since(t0))
 	if err != nil {
 		*r = r.errored(err)

@@ -29,7 +29,9 @@ const (
 // RankTimeline is one rank's spans over one step (or several: Step is the wall time they
 // cover).
 type RankTimeline struct {
-	Rank  int
+	Rank int
+	// Name is the process's name in a trace ("" : "rank N").
+	Name  string
 	Step  time.Duration
 	Spans []Span
 }
@@ -162,7 +164,11 @@ func RankTrace(origin time.Time, ranks []RankTimeline) *Trace {
 	t := NewTrace(origin)
 	for _, r := range ranks {
 		pid := r.Rank + 1
-		t.Process(pid, fmt.Sprintf("rank %d", r.Rank))
+		name := r.Name
+		if name == "" {
+			name = fmt.Sprintf("rank %d", r.Rank)
+		}
+		t.Process(pid, name)
 		t.Thread(pid, 1, "compute")
 		t.Thread(pid, 2, "communication")
 		for _, s := range r.Spans {

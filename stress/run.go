@@ -69,6 +69,17 @@ type Options struct {
 	// Observe, when set, receives a Snapshot every Every while the loaded phase runs (what
 	// --metrics-addr serves).
 	Observe func(Snapshot)
+	// Profile records every job's first graph runs (profile.go) into OutDir/profile and
+	// merges them into one trace (Report.Trace). The bits do not change.
+	Profile bool
+}
+
+// profileDirOf is where o's jobs write their profile records ("" when not profiled).
+func profileDirOf(o Options) string {
+	if !o.Profile {
+		return ""
+	}
+	return filepath.Join(o.OutDir, "profile")
 }
 
 // Snapshot is a run's state so far: totals and, per source and monitor, the latest reading
@@ -132,7 +143,11 @@ type Report struct {
 	OOM          *OOMReport   `json:"oom,omitempty"`
 	Cache        *CacheReport `json:"cache,omitempty"`
 	Artifacts    string       `json:"artifacts"`
-	Pass         bool         `json:"pass"`
+	// Trace, with Options.Profile: the jobs' first graph runs as one Perfetto trace, a
+	// process per job (Slices: its slices; the trace is validated).
+	Trace  string `json:"trace,omitempty"`
+	Slices int    `json:"trace_slices,omitempty"`
+	Pass   bool   `json:"pass"`
 }
 
 // JobLatency is one job's graph latency (compile+run+digest, ms) alone and under load.
@@ -161,6 +176,8 @@ type WorkerArgs struct {
 	// WarmAll: before its soak the job runs every pool of the plan (PressureCache: the JIT
 	// cache shared by processes that compile the same kernels at once).
 	WarmAll bool `json:"warm_all,omitempty"`
+	// ProfileDir: JobOptions.ProfileDir.
+	ProfileDir string `json:"profile_dir,omitempty"`
 }
 
 // DeviceSampler returns the device monitors of bs when they are CUDA backends (lanes of one
@@ -232,7 +249,7 @@ func Worker(ctx context.Context, argsJSON string, b backend.Backend, out io.Writ
 		return RunHog(ctx, JobOptions{Plan: p, Job: a.Job, Backend: b, Until: a.Until, Replays: a.Replays, Sampler: sampler, Interval: a.Interval, Emit: emit})
 	}
 	return RunJob(ctx, JobOptions{Plan: p, Job: a.Job, Backend: b, Until: a.Until, Replays: a.Replays,
-		Sampler: sampler, Interval: a.Interval, Plant: a.Plant, WarmAll: a.WarmAll, Emit: emit})
+		Sampler: sampler, Interval: a.Interval, Plant: a.Plant, WarmAll: a.WarmAll, Emit: emit, ProfileDir: a.ProfileDir})
 }
 
 // collector gathers every job's events on one clock and writes the history.
@@ -415,6 +432,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	judgePressure(o, c)
+	if o.Profile {
+		path, n, err := mergeProfile(profileDirOf(o))
+		rep.Trace, rep.Slices = path, n
+		if err != nil {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("profile: %v", err))
+		}
+	}
 	rep.Pass = rep.Mismatches == 0 && rep.Errors == 0 && rep.LeakCount == 0 && len(rep.Failures) == 0
 	return rep, nil
 }
@@ -475,7 +499,7 @@ func runGoroutines(ctx context.Context, o Options, plan *Plan, c *collector, unt
 		go func() {
 			defer wg.Done()
 			err := RunJob(ctx, JobOptions{Plan: plan, Job: j, Backend: bs[j], Until: until, Replays: replays,
-				Plant: o.Plant, Emit: func(e Event) { c.add("process", e) }})
+				Plant: o.Plant, Emit: func(e Event) { c.add("process", e) }, ProfileDir: profileDirOf(o)})
 			if err != nil {
 				c.mu.Lock()
 				c.rep.Failures = append(c.rep.Failures, fmt.Sprintf("job %d: %v", j, err))
@@ -519,7 +543,7 @@ func runProcesses(ctx context.Context, o Options, planPath string, c *collector,
 	var wg sync.WaitGroup
 	for j := range o.Jobs {
 		startWorker(ctx, o, WorkerArgs{Plan: planPath, Job: j, Until: until, Replays: replays, TempDir: tmp, Interval: o.Interval, Plant: o.Plant,
-			WarmAll: o.Pressure == PressureCache},
+			WarmAll: o.Pressure == PressureCache, ProfileDir: profileDirOf(o)},
 			fmt.Sprintf("job %d", j), c, &wg)
 	}
 	wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/profiling"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,9 +185,15 @@ func TestWrongDigestIsNondeterministicWithManifest(t *testing.T) {
 
 func run(t *testing.T, mode string, jobs int, d time.Duration, plant string) *Report {
 	t.Helper()
+	return runOpts(t, Options{Mode: mode, Jobs: jobs, Duration: d, Plant: plant})
+}
+
+// runOpts runs o with the tests' defaults filled in.
+func runOpts(t *testing.T, o Options) *Report {
+	t.Helper()
 	out := t.TempDir()
-	rep, err := Run(context.Background(), Options{Mode: mode, Jobs: jobs, Backend: cpu(t), Duration: d, Seed: 1,
-		PerJob: 3, Reps: 2, Interval: 50 * time.Millisecond, OutDir: out, Command: testCommand, Plant: plant})
+	o.Backend, o.Seed, o.PerJob, o.Reps, o.Interval, o.OutDir, o.Command = cpu(t), 1, 3, 2, 50*time.Millisecond, out, testCommand
+	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,10 +212,15 @@ func TestGoroutinesCleanRunPasses(t *testing.T) {
 	}
 }
 
+// Profiled, too: every loaded result must still equal its unprofiled alone run's bits.
 func TestProcessesCleanRunPasses(t *testing.T) {
-	rep := run(t, ModeProcesses, 2, 2*time.Second, "")
+	rep := runOpts(t, Options{Mode: ModeProcesses, Jobs: 2, Duration: 2 * time.Second, Profile: true})
 	if !rep.Pass || rep.Graphs == 0 || rep.Mismatches != 0 {
 		t.Fatalf("clean run: %+v", rep)
+	}
+	st, err := profiling.ValidateFile(rep.Trace)
+	if err != nil || st.Slices == 0 || len(st.Processes) != 2 {
+		t.Fatalf("trace %s: %+v, %v", rep.Trace, st, err)
 	}
 	sources := map[string]bool{}
 	for _, l := range rep.Monitors {

@@ -51,6 +51,9 @@ type JobOptions struct {
 	Plant    string
 	WarmAll  bool // run every pool of the plan first, judged (warmAll, hammer.go)
 	Emit     func(Event)
+	// ProfileDir, when set, receives the job's profile record (profile.go): the kernels of
+	// its first ProfiledRuns graph runs.
+	ProfileDir string
 }
 
 // leaked holds PlantLeak's buffers; plantCap bounds them so that a planted run cannot take
@@ -77,6 +80,8 @@ func RunJob(ctx context.Context, opt JobOptions) error {
 	}
 	pool := opt.Plan.Jobs[opt.Job]
 	rn := harness.Runner{Backend: opt.Backend, ArtifactsDir: opt.Replays}
+	prof := newJobProfile(opt)
+	defer prof.write()
 	// run runs pool entry k once and judges it.
 	var run func(k int) Event
 	if opt.Plan.Workload == WorkloadTrain {
@@ -91,7 +96,11 @@ func RunJob(ctx context.Context, opt JobOptions) error {
 			cases[i] = c
 		}
 		run = func(k int) Event {
+			rn := rn
+			rn.Profile = prof.sink()
+			start := time.Now()
 			r := rn.Run(cases[k])
+			prof.ran(start)
 			return Event{Kind: "graph", Job: opt.Job, Graph: k, MS: r.Timing.TotalMS, Verdict: r.Verdict,
 				Code: r.ErrorCode, Reason: r.Reason, Replay: r.Replay}
 		}

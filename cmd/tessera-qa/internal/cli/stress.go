@@ -26,7 +26,7 @@ func newStressCmd(e *env) *cobra.Command {
 		mode, device, out, jsonPath      string
 		worker, plant, workload          string
 		pressure, cpuBudget, metricsAddr string
-		cacheCorrupt, spread             bool
+		cacheCorrupt, spread, profiled   bool
 		duration, interval               time.Duration
 		seed                             uint64
 		perJob                           int
@@ -142,7 +142,7 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 			rep, err := stress.Run(context.Background(), stress.Options{
 				Mode: mode, Jobs: jobs, Backend: ch.Backend, Duration: duration, Seed: seed, PerJob: perJob,
 				Interval: interval, OutDir: out, Progress: e.stderr, Plant: plant, Workload: workload,
-				Pressure: pressure, CPUBudget: budget, NoCorrupt: !cacheCorrupt, Devices: devices, Observe: observeStress(m),
+				Pressure: pressure, CPUBudget: budget, NoCorrupt: !cacheCorrupt, Devices: devices, Observe: observeStress(m), Profile: profiled,
 				Command: func(ctx context.Context, a string) *exec.Cmd {
 					args := []string{"stress", "--device", device, "--worker", a}
 					return exec.CommandContext(ctx, exe, args...)
@@ -152,6 +152,9 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 				return err
 			}
 			printStress(e.human(jsonPath), rep)
+			if rep.Trace != "" {
+				fmt.Fprintf(e.human(jsonPath), "profile: trace %s (%d slices; the first %d graph runs of every job)\n", rep.Trace, rep.Slices, stress.ProfiledRuns)
+			}
 			if err := e.writeJSON(jsonPath, rep); err != nil {
 				return err
 			}
@@ -179,6 +182,7 @@ Exit 0 when there is no mismatch, error or leak and the pressure checks pass; 1 
 	f.StringVar(&worker, "worker", "", "internal: run one job of a plan (JSON arguments)")
 	f.MarkHidden("worker")
 	f.StringVar(&workload, "workload", stress.WorkloadGraphs, "what each job runs: graphs (random graphs) or train (short training runs of the mlp)")
+	f.BoolVar(&profiled, "profile", false, "record the kernels of every job's first graph runs into the artifacts' profile/ and merge them into one Perfetto trace (a process per job)")
 	f.StringVar(&plant, "plant", "", "internal: plant a fault in every job (leak-per-graph)")
 	f.MarkHidden("plant")
 	return cmd
