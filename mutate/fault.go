@@ -81,9 +81,9 @@ var catalogue = []Fault{
 		Breaks: "an int -> narrower int cast saturates instead of wrapping two's-complement as the cast op defines"},
 	{Name: fp.ConcatOffsetOffByOne, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerMovement", Ops: []string{"concat"},
 		Breaks: "each concat input after the first lands one slice early along the axis: it overwrites the previous input's last slice, the output's last slice stays unwritten, and grid points now race on the overlap"},
-	{Name: fp.ScheduleReduceTileFromCores, Layer: LayerCompiler, Hook: "engine/compiler/schedule.go defaultSchedule", Ops: []string{"reduce_sum", "reduce_mean", "reduce_max"},
+	{Name: fp.ScheduleReduceTileFromCores, Layer: LayerCompiler, Hook: "engine/compiler/schedule.go defaultSchedule", Ops: []string{"reduce_sum", "reduce_mean", "reduce_max"}, First: []string{"determinism"},
 		Breaks: "the default reduce tile width is divided by GOMAXPROCS (a split taken from the machine, like a split-K from the SM count): partial sums group differently per thread count, so bits change with GOMAXPROCS while staying within every tolerance"},
-	{Name: fp.SoftmaxMaxInitZero, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"softmax", "log_softmax"},
+	{Name: fp.SoftmaxMaxInitZero, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"softmax", "log_softmax"}, First: []string{"property"},
 		Breaks: "the running max of softmax starts at 0 instead of -Inf: exact in real arithmetic, but a row whose logits are all far below 0 underflows exp to 0 (0/0 for softmax, log 0 for log_softmax) or loses precision in subnormals"},
 	{Name: fp.FusionSkipsIntermediateRound, Layer: LayerCompiler, Hook: "engine/compiler/lower.go lowerElementwise", Ops: elementwiseOps,
 		Breaks: "a fused elementwise chain keeps its f16/bf16/fp8 intermediates in f32 registers instead of rounding each to its declared dtype, so the fused kernel disagrees with the graph it claims to compute"},
@@ -123,7 +123,7 @@ var catalogue = []Fault{
 		Breaks: "the verifier stops checking attribute values against the registry's lists: gelu approx=\"fast\" verifies and fails at lowering with E_INTERNAL"},
 	{Name: fp.DistBucketSlicesReversed, Layer: LayerDist, Hook: "engine/dist/collectives.go (*Comm).AllReduceEach", Ops: []string{"all_reduce"},
 		Breaks: "a bucket's reduced buffers go back in reverse order: each tensor of a data-parallel step gets another tensor's average (or a truncated piece of it), every rank alike, so the ranks agree with each other and the bits repeat"},
-	{Name: fp.DistBucketOnlyFirstReduced, Layer: LayerDist, Hook: "engine/dist/dtensor/exec.go ExecBucket", Ops: []string{"all_reduce"},
+	{Name: fp.DistBucketOnlyFirstReduced, Layer: LayerDist, Hook: "engine/dist/dtensor/exec.go ExecBucket", Ops: []string{"all_reduce"}, First: []string{"training"},
 		Breaks: "a mesh program's bucket step hands only its first tensor to the collective: every other weight gradient of a tensor-parallel step stays this rank's own, not summed over dp, and every rank still finishes without an error"},
 
 	// Shard pass rules: each breaks one rule for the layouts it applies to; only a run of that
@@ -193,9 +193,9 @@ var catalogue = []Fault{
 		Breaks: "the reader stops refusing fortran_order True and takes the column-major data as row-major: a NumPy array saved with np.asfortranarray arrives transposed in memory, without an error"},
 	// Row kernels across tiles (issue 21): exact in real arithmetic, wrong only where a row's
 	// tiles differ by more than exp's range, which the property suite's edge schedule draws first.
-	{Name: fp.CPUSoftmaxMaxFrozen, Layer: LayerCPU, Hook: "engine/backend/cpu/reduce.go (*worker).onlineSoftmax", Ops: []string{"softmax", "log_softmax", "attention", "attention_lse", "attention_grad"},
+	{Name: fp.CPUSoftmaxMaxFrozen, Layer: LayerCPU, Hook: "engine/backend/cpu/reduce.go (*worker).onlineSoftmax", Ops: []string{"softmax", "log_softmax", "attention", "attention_lse", "attention_grad"}, First: []string{"determinism"},
 		Breaks: "online softmax keeps the running max of the first tile with a finite value (alpha stays 1): exact until a later tile lies more than exp's range above it (88.7 in f32), where exp(x - m) overflows to Inf and the row becomes NaN"},
-	{Name: fp.LogSoftmaxFirstTileMax, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"log_softmax"},
+	{Name: fp.LogSoftmaxFirstTileMax, Layer: LayerCompiler, Hook: "engine/compiler/lower_rows.go lowerRowwise", Ops: []string{"log_softmax"}, First: []string{"determinism"},
 		Breaks: "log_softmax shifts each row by the maximum of its first tile only and sums exp(x - m) over every tile: a later tile more than exp's range above the first overflows the sum (the row becomes -Inf), a first tile of -Inf makes it NaN"},
 	// Accumulators narrower than the inputs (issue 21): no golden case and no agree/ref draw names
 	// one; accum/bits and the rounding suite check every accepted combination bit for bit.
