@@ -21,6 +21,9 @@ type Config struct {
 	// Special draws every fresh float input from ClassSpecial or ClassLogits and turns the
 	// magnitude guard off (Tolerance.NoGuard): the NaN/Inf propagation property.
 	Special bool
+	// Runs, when set, says which ops the backend under test can run (the cuda backend:
+	// ptx.Lowers); the generator draws only those. Nil: every op.
+	Runs func(*graph.OpDef) bool
 	// edges numbers the draws of one Check for the edge schedule (edges.go); nil outside Check.
 	edges *edgeCursor
 }
@@ -72,6 +75,9 @@ func Build(spec Spec, cfg Config) (*Case, error) {
 		vals: map[*graph.Value]*tensor.Tensor{}, k: map[*graph.Value]int{},
 		classes: map[string]Class{}, read: map[*graph.Value]bool{}}
 	ops := opTable()
+	if cfg.Runs != nil {
+		ops = slices.DeleteFunc(slices.Clone(ops), func(d *graph.OpDef) bool { return !cfg.Runs(d) })
+	}
 	for i, s := range spec.Steps {
 		b.s, b.stepInputs, b.stepsLeft = s, 0, len(spec.Steps)-i-1
 		d := ops[s.Op%len(ops)]

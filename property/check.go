@@ -3,6 +3,7 @@ package property
 import (
 	"flag"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"math"
 	"os"
 	"strconv"
@@ -119,6 +120,9 @@ func Check(tb rapid.TB, p Property, e Env, o Options) {
 		edges.next, edges.cur = math.MaxInt, math.MaxInt
 	}
 	e.Config.edges = edges
+	if e.Config.Runs == nil && e.Backend != nil && e.Backend.Name() == "cuda" {
+		e.Config.Runs = ptx.Lowers // the cuda backend runs what the code generator lowers
+	}
 	body := p.Body(e)
 	tally := o.Tally
 	if tally == nil {

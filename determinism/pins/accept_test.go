@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
@@ -87,4 +88,19 @@ func TestRefreshRefusesAnIncompleteRecordingOrAnotherClass(t *testing.T) {
 	old := file("cpu/amd64+fma", map[string][]string{"a": {"a"}})
 	_, _, err = Refresh(old, true, recording("cpu/amd64", map[string][]string{"a": {"a"}}), nil)
 	wantCode(t, err, errs.Input, "the file pins cpu/amd64+fma, the run was on cpu/amd64")
+}
+
+// A case of an op the code generator does not lower yet stays unpinned without refusing the
+// recording; any other case that did not run refuses it.
+func TestRecordingSetsAsideOnlyNotLoweredCases(t *testing.T) {
+	r := Recording{DeviceClass: "cuda/sm_90", Errors: map[string]string{
+		"fft/f32/1x1": "E_UNSUPPORTED: ptx: kernel k0: op fft (tile fft c2c_forward, n=1) " + ptx.NotLowered + "; it runs on the cpu backend"}}
+	if err := r.err(); err != nil {
+		t.Fatalf("a not-lowered case refused the recording: %v", err)
+	}
+	r.Errors["matmul/f32/2x3x4"] = "E_TIMEOUT: the launch did not return"
+	err := r.err()
+	if err == nil || !strings.Contains(err.Error(), "matmul/f32/2x3x4") || !strings.Contains(err.Error(), "1 catalogue cases") {
+		t.Fatalf("want the matmul case refused alone, got %v", err)
+	}
 }

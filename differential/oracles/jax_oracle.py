@@ -199,6 +199,7 @@ def div(b, n, a):
     if mode is None:
         return jnp.true_divide(x, y)
     if not jnp.issubdtype(x.dtype, jnp.floating):
+        x, y = jnp.broadcast_arrays(x, y)  # lax.div takes no broadcasting, not even of rank
         zero = y == 0
         xl, yl = x.astype(jnp.int64), jnp.where(zero, 1, y).astype(jnp.int64)
         q = jnp.floor_divide(xl, yl) if mode == "floor" else lax.div(xl, yl)

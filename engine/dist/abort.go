@@ -3,6 +3,7 @@ package dist
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,14 @@ func (cl *call) aborted(f *Frame) error {
 	code := errs.Internal
 	if c, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(c, "E_") {
 		code, msg = errs.Code(c), rest // the line keeps one code: the peer's
+	}
+	// A peer that timed out on this rank blames it, but this rank may itself have been
+	// waiting for another: say so, or the line names the wrong rank as the root cause.
+	me := cl.c.ranks[cl.c.me]
+	if strings.Contains(msg, fmt.Sprintf("(rank %d is silent or stuck)", me)) {
+		if on := cl.awaited(int(f.Src)); len(on) > 0 {
+			msg += fmt.Sprintf("; rank %d was itself waiting for rank(s) %v", me, on)
+		}
 	}
 	return abortErr{err: errs.New(code, "%s: rank %d gave up: %s", cl.where(), f.Src, msg)}
 }

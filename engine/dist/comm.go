@@ -138,12 +138,57 @@ type call struct {
 	red   RedOp
 	seq   uint64
 	start time.Time
+	// waiting is shared by the copies of a call that run its parts concurrently (group).
+	waiting *awaitSet
+}
+
+// awaitSet counts, per world rank, a call's receives still blocked on it: a peer that gives
+// up blaming this rank is told what this rank was itself waiting for (aborted).
+type awaitSet struct {
+	mu sync.Mutex
+	n  map[int]int
+}
+
+// await marks a receive from world rank r as blocked until the returned func runs.
+func (cl *call) await(r int) func() {
+	w := cl.waiting
+	if w == nil {
+		return func() {}
+	}
+	w.mu.Lock()
+	w.n[r]++
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		if w.n[r]--; w.n[r] == 0 {
+			delete(w.n, r)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// awaited lists the world ranks this call is blocked on, but except.
+func (cl *call) awaited(except int) []int {
+	w := cl.waiting
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []int
+	for r := range w.n {
+		if r != except {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (c *Comm) begin(ctx context.Context, op Op, dt numerics.DType, red RedOp) (*call, func(*error)) {
 	c.mu.Lock()
 	c.seq++
-	cl := &call{c: c, op: op, dt: dt, red: red, seq: c.seq, start: time.Now()}
+	cl := &call{c: c, op: op, dt: dt, red: red, seq: c.seq, start: time.Now(), waiting: &awaitSet{n: map[int]int{}}}
 	var cancel context.CancelFunc
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < c.opts.Timeout {
 		cl.ctx, cancel = context.WithCancel(ctx)
@@ -196,7 +241,9 @@ func (cl *call) recv(peer int, op Op, wantCount int) (*Frame, error) {
 // checks every field of its header (Expect.Check), so the E_DESYNC names the field that is
 // wrong and what the difference suggests happened.
 func (cl *call) recvSeq(peer int, op Op, seq uint64, part uint32, wantCount int) (*Frame, error) {
+	done := cl.await(cl.c.ranks[peer])
 	f, err := cl.c.t.Recv(cl.ctx, cl.c.opts.ID, cl.c.ranks[peer])
+	done()
 	if err != nil {
 		return nil, cl.commErr(err, peer, "waiting for")
 	}

@@ -1,6 +1,7 @@
 package differential_test
 
 import (
+	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"os"
 	"strings"
 	"sync"
@@ -88,6 +89,12 @@ func expectAgreement(outs []differential.Outcome) {
 			compared++
 		case harness.VerdictSkip:
 			unsupported = append(unsupported, r.Case+": "+r.Reason)
+		case harness.VerdictError:
+			if strings.Contains(r.Reason, ptx.NotLowered) {
+				unsupported = append(unsupported, r.Case+": "+r.Reason) // a declared gap (ops --coverage)
+				continue
+			}
+			bad = append(bad, r.Case+" ["+r.Verdict+"]: "+r.Reason)
 		default:
 			bad = append(bad, r.Case+" ["+r.Verdict+"]: "+r.Reason)
 		}

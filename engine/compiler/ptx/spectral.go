@@ -1,9 +1,20 @@
 package ptx
 
 import (
+	"strings"
+
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
 )
+
+// Lowers reports whether the code generator lowers graph op d: every op but the Fourier
+// transforms, which compile to tile.FFT (the one-axis forms, and the two-axis ones that
+// desugar into them; complex_mul and conj are elementwise and lower). Random-graph suites on
+// cuda draw only such ops; catalogue suites skip the others with NotLowered as the reason.
+func Lowers(d *graph.OpDef) bool {
+	return d.Kind != graph.KindSpectral && !(d.Kind == graph.KindComplex && strings.Contains(d.Name, "fft"))
+}
 
 // NotLowered is the phrase of every refusal of an op the code generator does not lower yet:
 // suites that run the whole catalogue on cuda skip such a case with the refusal as the reason
