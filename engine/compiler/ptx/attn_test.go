@@ -124,7 +124,7 @@ func TestAttentionSimulated(t *testing.T) {
 		dt numerics.DType
 		a  attnShape
 	}{
-		{numerics.BF16, attnShape{2, 200, 300, 64, 64, false}},
+		{numerics.BF16, attnShape{1, 136, 200, 64, 64, false}}, // ragged in both lengths, every variant: kept small
 		{numerics.BF16, attnShape{1, 150, 260, 128, 128, true}},
 		{numerics.F16, attnShape{1, 300, 140, 40, 24, true}},
 		{numerics.F16, attnShape{1, 67, 45, 16, 16, false}},
