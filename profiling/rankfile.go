@@ -75,7 +75,8 @@ func LoadRanks(dir string) ([]RankTimeline, time.Time, error) {
 		}
 		for _, c := range rec.Collectives {
 			tl.Spans = append(tl.Spans, Span{Kind: SpanComm, Name: c.Op, Start: c.Start, Dur: c.Dur,
-				Args: map[string]any{"op": c.Op, "bytes": c.Bytes, "peers": c.Peers, "mode": c.Mode}})
+				Args: map[string]any{"op": c.Op, "bytes": c.Bytes, "peers": c.Peers, "mode": c.Mode, "wait_us": us(c.Wait)}})
+			tl.Wait += c.Wait
 		}
 		out = append(out, tl)
 	}

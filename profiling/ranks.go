@@ -34,6 +34,9 @@ type RankTimeline struct {
 	Name  string
 	Step  time.Duration
 	Spans []Span
+	// Wait is the time the rank's collectives spent blocked on late peers (within their comm
+	// spans; profile.Collective.Wait), as opposed to moving and reducing bytes.
+	Wait time.Duration
 }
 
 // RankSummary is the HTA-style breakdown of one rank: time in compute, in communication, idle
@@ -123,6 +126,7 @@ func Summarize(ranks []RankTimeline) []RankSummary {
 		cd, cu := union(comp)
 		md, mu := union(comm)
 		wd, _ := union(wait)
+		wd += r.Wait
 		busy, _ := union(append(append(slices.Clone(comp), comm...), wait...))
 		talk, _ := union(append(slices.Clone(comm), wait...))
 		s := RankSummary{Rank: r.Rank, StepMS: ms(r.Step), ComputeMS: ms(cd), CommMS: ms(md), WaitMS: ms(wd), IdleMS: ms(max(r.Step-busy, 0)),

@@ -205,13 +205,13 @@ func (s *meshStep) agree(ctx context.Context, local error, step int) error {
 	recv := make([]byte, len(send.Data))
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	t0 := time.Now()
+	t0, w0 := time.Now(), s.groups.World.Waited()
 	if err := s.groups.World.AllReduce(cctx, numerics.F32, send.Data, recv, dist.Sum); err != nil {
 		return errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: agreeing on finite gradients", step, s.groups.Rank())
 	}
 	if s.sink != nil {
 		s.sink.Collective(profile.Collective{Op: "all_reduce (finite check)", Bytes: int64(len(send.Data)), Peers: s.groups.World.World() - 1,
-			Mode: s.groups.World.Mode().String(), Start: t0, Dur: time.Since(t0)})
+			Mode: s.groups.World.Mode().String(), Start: t0, Dur: time.Since(t0), Wait: s.groups.World.Waited() - w0})
 	}
 	if local != nil {
 		return local

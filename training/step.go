@@ -94,7 +94,7 @@ func (s *dataStep) step(ctx context.Context, seed uint64, step int, params map[s
 	}
 	if s.comm != nil {
 		ts := append([]*tensor.Tensor{loss}, gradList(s.m, grads)...)
-		t0 := time.Now()
+		t0, w0 := time.Now(), s.comm.Waited()
 		if err := averageAll(ctx, s.comm, s.timeout, ts); err != nil {
 			return nil, nil, errs.Wrap(errs.CodeOf(err), err, "train: step %d on rank %d: averaging gradients", step, s.rank)
 		}
@@ -103,7 +103,7 @@ func (s *dataStep) step(ctx context.Context, seed uint64, step int, params map[s
 			for _, t := range ts {
 				n += int64(len(t.Data))
 			}
-			s.sink.Collective(profile.Collective{Op: "all_reduce (avg, buckets)", Bytes: n, Peers: s.world - 1, Mode: s.comm.Mode().String(), Start: t0, Dur: time.Since(t0)})
+			s.sink.Collective(profile.Collective{Op: "all_reduce (avg, buckets)", Bytes: n, Peers: s.world - 1, Mode: s.comm.Mode().String(), Start: t0, Dur: time.Since(t0), Wait: s.comm.Waited() - w0})
 		}
 	}
 	return loss, grads, nil

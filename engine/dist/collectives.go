@@ -251,7 +251,7 @@ func (c *Comm) Send(ctx context.Context, dt numerics.DType, buf []byte, peer int
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	cl := &call{c: c, ctx: cctx, op: OpSend, dt: dt, seq: c.nextP2P(c.p2pSend, peer)}
+	cl := &call{c: c, ctx: cctx, op: OpSend, dt: dt, seq: c.nextP2P(c.p2pSend, peer), waiting: c.newAwaitSet()}
 	return cl.sendSeq(peer, OpSend, 0, cl.seq, 0, buf, Checksum(buf))
 }
 
@@ -266,7 +266,7 @@ func (c *Comm) Recv(ctx context.Context, dt numerics.DType, buf []byte, peer int
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	cl := &call{c: c, ctx: cctx, op: OpSend, dt: dt, seq: c.nextP2P(c.p2pRecv, peer)}
+	cl := &call{c: c, ctx: cctx, op: OpSend, dt: dt, seq: c.nextP2P(c.p2pRecv, peer), waiting: c.newAwaitSet()}
 	f, err := cl.recvSeq(peer, OpSend, cl.seq, 0, count)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -75,7 +76,16 @@ type Comm struct {
 	p2pMu   sync.Mutex
 	p2pSend []uint64 // per-peer sequence numbers of point-to-point messages
 	p2pRecv []uint64
+	// waited is the time this endpoint's calls spent blocked on a peer (awaitSet), ns.
+	waited atomic.Int64
 }
+
+// Waited is the total time this communicator's calls have spent blocked waiting for a peer's
+// frame (not moving bytes): a profiler takes the difference around a collective, the wait
+// for the slowest peer that the collective's time includes.
+func (c *Comm) Waited() time.Duration { return time.Duration(c.waited.Load()) }
+
+func (c *Comm) newAwaitSet() *awaitSet { return &awaitSet{n: map[int]int{}, total: &c.waited} }
 
 // NewComm returns the world communicator of t.
 func NewComm(t Transport, opts Options) *Comm {
@@ -145,8 +155,10 @@ type call struct {
 // awaitSet counts, per world rank, a call's receives still blocked on it: a peer that gives
 // up blaming this rank is told what this rank was itself waiting for (aborted).
 type awaitSet struct {
-	mu sync.Mutex
-	n  map[int]int
+	mu    sync.Mutex
+	n     map[int]int
+	since time.Time     // when the set last became non-empty
+	total *atomic.Int64 // the communicator's Waited
 }
 
 // await marks a receive from world rank r as blocked until the returned func runs.
@@ -156,12 +168,18 @@ func (cl *call) await(r int) func() {
 		return func() {}
 	}
 	w.mu.Lock()
+	if len(w.n) == 0 {
+		w.since = time.Now()
+	}
 	w.n[r]++
 	w.mu.Unlock()
 	return func() {
 		w.mu.Lock()
 		if w.n[r]--; w.n[r] == 0 {
 			delete(w.n, r)
+		}
+		if len(w.n) == 0 && w.total != nil {
+			w.total.Add(int64(time.Since(w.since)))
 		}
 		w.mu.Unlock()
 	}
@@ -188,7 +206,7 @@ func (cl *call) awaited(except int) []int {
 func (c *Comm) begin(ctx context.Context, op Op, dt numerics.DType, red RedOp) (*call, func(*error)) {
 	c.mu.Lock()
 	c.seq++
-	cl := &call{c: c, op: op, dt: dt, red: red, seq: c.seq, start: time.Now(), waiting: &awaitSet{n: map[int]int{}}}
+	cl := &call{c: c, op: op, dt: dt, red: red, seq: c.seq, start: time.Now(), waiting: c.newAwaitSet()}
 	var cancel context.CancelFunc
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < c.opts.Timeout {
 		cl.ctx, cancel = context.WithCancel(ctx)

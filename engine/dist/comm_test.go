@@ -486,3 +486,32 @@ func TestAllReduceEachHasEveryBuffersOwnBits(t *testing.T) {
 		}
 	}
 }
+
+// Waited counts the time a call spends blocked on a late peer: the punctual ranks wait about
+// as long as the late one slept, the late one hardly at all.
+func TestWaitedIsTheTimeBlockedOnLatePeers(t *testing.T) {
+	const late = 80 * time.Millisecond
+	waited := make([]time.Duration, 3)
+	es := world(t, 3, Options{Timeout: 5 * time.Second}, nil, func(c *Comm) error {
+		if c.Rank() == 2 {
+			time.Sleep(late)
+		}
+		b := make([]byte, 64)
+		err := c.AllReduce(context.Background(), numerics.F32, b, b, Sum)
+		waited[c.Rank()] = c.Waited()
+		return err
+	})
+	for r, err := range es {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for _, r := range []int{0, 1} {
+		if waited[r] < late/2 {
+			t.Errorf("rank %d waited %s for a peer %s late", r, waited[r], late)
+		}
+	}
+	if waited[2] > late/2 {
+		t.Errorf("the late rank waited %s, as long as the ones waiting for it", waited[2])
+	}
+}

@@ -45,6 +45,9 @@ type Collective struct {
 	Mode  string // deterministic, exact, fast
 	Start time.Time
 	Dur   time.Duration
+	// Wait is the part of Dur the rank spent blocked waiting for a peer's frames (its peers
+	// were late), as opposed to moving and reducing bytes (dist.Comm.Waited).
+	Wait time.Duration
 }
 
 // Sink receives a run's records. Calls come from the goroutine that runs the program, in

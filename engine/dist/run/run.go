@@ -45,7 +45,7 @@ func RankProfiled(ctx context.Context, dp *compiler.DistProgram, be backend.Back
 			for i, n := range st.Bucket {
 				xs[i] = env[n.Inputs[0].Name]
 			}
-			t0 := time.Now()
+			t0, w0 := time.Now(), commOf(g, st.Bucket[0]).Waited()
 			outs, err := dtensor.ExecBucket(ctx, g, st.Bucket, xs)
 			if err != nil {
 				return nil, err
@@ -55,7 +55,7 @@ func RankProfiled(ctx context.Context, dp *compiler.DistProgram, be backend.Back
 				for _, x := range xs {
 					n += int64(len(x.Data))
 				}
-				sink.Collective(collectiveOf(g, st.Bucket[0], " (bucket)", n, t0))
+				sink.Collective(collectiveOf(g, st.Bucket[0], " (bucket)", n, t0, w0))
 			}
 			for i, n := range st.Bucket {
 				env[n.Output.Name] = outs[i]
@@ -67,7 +67,7 @@ func RankProfiled(ctx context.Context, dp *compiler.DistProgram, be backend.Back
 			if len(st.Node.Inputs) > 0 {
 				x = env[st.Node.Inputs[0].Name]
 			}
-			t0 := time.Now()
+			t0, w0 := time.Now(), commOf(g, st.Node).Waited()
 			out, err := dtensor.Exec(ctx, g, st.Node, x)
 			if err != nil {
 				return nil, err
@@ -77,7 +77,7 @@ func RankProfiled(ctx context.Context, dp *compiler.DistProgram, be backend.Back
 				if x != nil {
 					n = int64(len(x.Data))
 				}
-				sink.Collective(collectiveOf(g, st.Node, "", n, t0))
+				sink.Collective(collectiveOf(g, st.Node, "", n, t0, w0))
 			}
 			env[st.Node.Output.Name] = out
 			continue
@@ -109,18 +109,24 @@ func RankProfiled(ctx context.Context, dp *compiler.DistProgram, be backend.Back
 }
 
 // collectiveOf is the profile record of collective node n over its axis's group.
-func collectiveOf(g *dtensor.Groups, n *graph.Node, suffix string, bytes int64, start time.Time) profile.Collective {
-	c := g.World
-	if ax := n.StringAttr("axis"); ax != "" {
-		if a, err := g.Axis(ax); err == nil {
-			c = a
-		}
-	}
+func collectiveOf(g *dtensor.Groups, n *graph.Node, suffix string, bytes int64, start time.Time, waited time.Duration) profile.Collective {
+	c := commOf(g, n)
 	op := n.Op + suffix
 	if ax := n.StringAttr("axis"); ax != "" {
 		op += " over " + ax
 	}
-	return profile.Collective{Op: op, Bytes: bytes, Peers: c.World() - 1, Mode: c.Mode().String(), Start: start, Dur: time.Since(start)}
+	return profile.Collective{Op: op, Bytes: bytes, Peers: c.World() - 1, Mode: c.Mode().String(), Start: start, Dur: time.Since(start),
+		Wait: c.Waited() - waited}
+}
+
+// commOf is the communicator collective node n runs on: its axis's, else the world's.
+func commOf(g *dtensor.Groups, n *graph.Node) *dist.Comm {
+	if ax := n.StringAttr("axis"); ax != "" {
+		if a, err := g.Axis(ax); err == nil {
+			return a
+		}
+	}
+	return g.World
 }
 
 func meshMatches(dp *compiler.DistProgram, g *dtensor.Groups) bool {
