@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -39,6 +40,13 @@ func TestH100ErrorsFitTheBudget(t *testing.T) {
 	t.Logf("%-44s %-9s %-13s %-13s %-10s %-10s %-10s %s", "case", "element", "got (GPU)", "want (exact)", "|err|", "sum|ab|*s", "budget", "err/budget")
 	for _, c := range cases {
 		g, in := c.in(t)
+		whole, ei, ej := true, c.i, c.j
+		if a := in["a"]; a != nil && len(a.Shape) == 2 && a.Shape[0]*in["b"].Shape[0]*a.Shape[1] > 1<<28 {
+			// The float64 model of a 2048-cube product is most of this test's time, and one
+			// element needs only its row of a and of b: judge that 1x1 product instead.
+			g, in = elementCase(t, g, in, c.i, c.j)
+			ei, ej, whole = 0, 0, false
+		}
 		want, err := ref.Run(g, in)
 		if err != nil {
 			t.Fatal(err)
@@ -48,15 +56,19 @@ func TestH100ErrorsFitTheBudget(t *testing.T) {
 			t.Fatalf("%s: no bound (ok %v): %v", c.name, ok, err)
 		}
 		n := want[0].Shape[1]
-		at := c.i*n + c.j
+		at := ei*n + ej
 		w := want[0].Float64(at)
 		tol := harness.DefaultTolerance(want[0].DType)
 		budget := tol.ATol + tol.RTol*math.Abs(w) + bound[at]
 		e := math.Abs(c.got - w)
 		ratio := e / budget
 		sum := bound[at] / accum.HopperFP8.Coef(in["a"].Shape[1])
-		t.Logf("%-44s [%d,%d] %13.6g %13.6g %10.4g %10.4g %10.4g %.3f   (whole output: bound RMS %.4g, reference RMS %.4g)",
-			c.name, c.i, c.j, c.got, w, e, sum, budget, ratio, rmsOf(bound), harness.CheckBound(want[0], want[0], tol, bound).RefRMS)
+		stats := "(the element's row and column only)"
+		if whole {
+			stats = fmt.Sprintf("(whole output: bound RMS %.4g, reference RMS %.4g)", rmsOf(bound), harness.CheckBound(want[0], want[0], tol, bound).RefRMS)
+		}
+		t.Logf("%-44s [%d,%d] %13.6g %13.6g %10.4g %10.4g %10.4g %.3f   %s",
+			c.name, c.i, c.j, c.got, w, e, sum, budget, ratio, stats)
 		if !(ratio < 0.25) {
 			t.Errorf("%s [%d,%d]: |err| %g is %.3f of the budget %g (want < 0.25): the model does not explain the GPU's error", c.name, c.i, c.j, e, ratio, budget)
 		}
@@ -64,6 +76,27 @@ func TestH100ErrorsFitTheBudget(t *testing.T) {
 			t.Errorf("%s [%d,%d]: |err| %g fits the plain tolerance: this element no longer shows the failure it was recorded for", c.name, c.i, c.j, e)
 		}
 	}
+}
+
+// elementCase is the 1x1 scaled_matmul of row i of a and row j of b (b is [n, k]) with g's
+// scales and out_dtype: element (i, j) of g's output, bit for bit.
+func elementCase(t *testing.T, g *graph.Graph, in map[string]*tensor.Tensor, i, j int) (*graph.Graph, map[string]*tensor.Tensor) {
+	t.Helper()
+	a, b := in["a"], in["b"]
+	k := a.Shape[1]
+	n := g.Nodes[len(g.Nodes)-1]
+	bd := graph.NewBuilder(g.Name + "_element")
+	bd.Output(bd.Op(n.Op, n.Attrs, bd.Input("a", a.DType, 1, k), bd.Input("b", b.DType, 1, k),
+		bd.Input("scale_a", in["scale_a"].DType, in["scale_a"].Shape...), bd.Input("scale_b", in["scale_b"].DType, in["scale_b"].Shape...)))
+	eg, err := bd.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(x *tensor.Tensor, r int) *tensor.Tensor {
+		sz := x.DType.Size()
+		return &tensor.Tensor{DType: x.DType, Shape: []int{1, k}, Data: append([]byte(nil), x.Data[r*k*sz:(r+1)*k*sz]...)}
+	}
+	return eg, map[string]*tensor.Tensor{"a": row(a, i), "b": row(b, j), "scale_a": in["scale_a"], "scale_b": in["scale_b"]}
 }
 
 func goldenCase(name string) func(t *testing.T) (*graph.Graph, map[string]*tensor.Tensor) {
