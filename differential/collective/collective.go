@@ -30,6 +30,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/differential/gloo"
@@ -251,19 +252,58 @@ func rankMaps(inputs []*tensor.Tensor) []map[string]*tensor.Tensor {
 // Outputs are reported per rank ("out@rank1"); Digest covers the engine's outputs in rank
 // order; InputDigests are keyed "x@rank<r>".
 func Check(ctx context.Context, cfg gloo.Config, r Row) harness.Result {
+	start := time.Now()
+	inputs := r.Inputs()
+	cfg.World = r.World
+	want, err := gloo.Collective(ctx, cfg, r.Op, r.Red, r.Root(), cloneAll(inputs))
+	return judge(ctx, r, inputs, want, err, start, msSince(start))
+}
+
+// CheckAll is Check for every row, the rows of one world size in one gloo group
+// (gloo.Batch), the two groups at once: the same results as Check row by row, without an
+// interpreter start and rendezvous per row.
+func CheckAll(ctx context.Context, cfg gloo.Config, rows []Row) []harness.Result {
+	out := make([]harness.Result, len(rows))
+	byWorld := map[int][]int{}
+	for i, r := range rows {
+		byWorld[r.World] = append(byWorld[r.World], i)
+	}
+	var wg sync.WaitGroup
+	for w, idx := range byWorld {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			inputs := make([][]*tensor.Tensor, len(idx))
+			reqs := make([]gloo.Request, len(idx))
+			for k, i := range idx {
+				r := rows[i]
+				inputs[k] = r.Inputs()
+				reqs[k] = gloo.Request{Op: r.Op, Red: r.Red, Root: r.Root(), Inputs: cloneAll(inputs[k])}
+			}
+			c := cfg
+			c.World = w
+			replies := gloo.Batch(ctx, c, reqs)
+			refMS := msSince(start) / float64(len(idx)) // the group's time, shared by its rows
+			for k, i := range idx {
+				out[i] = judge(ctx, rows[i], inputs[k], replies[k].Outs, replies[k].Err, time.Now(), refMS)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// judge compares the engine's run of row r on inputs with gloo's answer want (or its error).
+func judge(ctx context.Context, r Row, inputs, want []*tensor.Tensor, err error, start time.Time, refMS float64) harness.Result {
 	res := harness.Result{Schema: harness.ResultSchema, Suite: Suite, Case: r.Name(), Seed: r.Seed(),
 		Labels: []string{"gloo", "inproc", dist.Deterministic.String()}, Backend: "cpu", Outputs: []harness.OutputResult{}}
-	start := time.Now()
 	defer func() { res.Timing.TotalMS = msSince(start) }()
-	inputs := r.Inputs()
 	res.InputDigests = map[string]string{}
 	for k, x := range inputs {
 		res.InputDigests[fmt.Sprintf("x@rank%d", k)] = x.Digest()
 	}
-	cfg.World = r.World
-	t0 := time.Now()
-	want, err := gloo.Collective(ctx, cfg, r.Op, r.Red, r.Root(), cloneAll(inputs))
-	res.Timing.RefMS = msSince(t0)
+	res.Timing.RefMS = refMS
 	if err != nil {
 		code := errs.CodeOf(err)
 		res.Verdict, res.Reason, res.ErrorCode = harness.VerdictError, err.Error(), string(code)
@@ -272,7 +312,7 @@ func Check(ctx context.Context, cfg gloo.Config, r Row) harness.Result {
 		}
 		return res
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	got, err := engineRun(ctx, r, cloneAll(inputs))
 	res.Timing.RunMS = msSince(t0)
 	if err != nil {

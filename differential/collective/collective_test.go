@@ -130,16 +130,20 @@ func TestCheckAgainstGloo(t *testing.T) {
 	}
 }
 
-func TestTableRunsEachRowOnceWithLookAhead(t *testing.T) {
+func TestTableChecksEveryRowOnce(t *testing.T) {
 	rows := Rows()[:6]
 	var mu sync.Mutex
 	calls := map[string]int{}
-	tab := NewTable(gloo.Config{}, rows, 1)
-	tab.check = func(_ context.Context, _ gloo.Config, r Row) harness.Result {
+	tab := NewTable(gloo.Config{}, rows)
+	tab.checkAll = func(_ context.Context, _ gloo.Config, rs []Row) []harness.Result {
 		mu.Lock()
-		calls[r.Name()]++
-		mu.Unlock()
-		return harness.Result{Case: r.Name(), Verdict: harness.VerdictPass}
+		defer mu.Unlock()
+		var out []harness.Result
+		for _, r := range rs {
+			calls[r.Name()]++
+			out = append(out, harness.Result{Case: r.Name(), Verdict: harness.VerdictPass})
+		}
+		return out
 	}
 	if res := tab.Result(rows[2]); res.Case != rows[2].Name() {
 		t.Fatalf("got %s for %s", res.Case, rows[2].Name())

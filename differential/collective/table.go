@@ -9,69 +9,40 @@ import (
 	"github.com/tessera-qa/tessera-qa/harness"
 )
 
-// Table runs Check for its rows on demand and keeps every result. Asking for row i also starts
-// the next Ahead rows of Rows in the background, so that a caller walking the table in order
-// (a suite's specs) has Ahead+1 gloo groups in flight: most of a group's time is its ranks
-// importing torch and meeting, which overlaps well even on two cores (measured: 20 rows took
-// 36 s two at a time, 81 s one at a time, on a loaded 2-core machine). A caller asking for
-// one row starts at most Ahead rows it will not read.
+// Table checks all its rows the first time any is asked for, with CheckAll (the rows of one
+// world in one gloo group), and keeps every result for the callers that follow (a suite's
+// specs, one a row). A group per row spent most of its time importing torch and meeting: 111
+// rows took 180 s that way on the 2-core CI machine, two groups in flight.
 type Table struct {
 	Config gloo.Config
 	Rows   []Row
-	Ahead  int
 
-	check func(context.Context, gloo.Config, Row) harness.Result // Check; tests replace it
-	mu    sync.Mutex
-	runs  map[string]*tableRun
-	index map[string]int
+	checkAll func(context.Context, gloo.Config, []Row) []harness.Result // CheckAll; tests replace it
+	once     sync.Once
+	results  map[string]harness.Result
 }
 
-type tableRun struct {
-	done chan struct{}
-	res  harness.Result
-}
+// NewTable returns a table over rows.
+func NewTable(cfg gloo.Config, rows []Row) *Table { return &Table{Config: cfg, Rows: rows} }
 
-// NewTable returns a table over rows with ahead rows of look-ahead.
-func NewTable(cfg gloo.Config, rows []Row, ahead int) *Table {
-	return &Table{Config: cfg, Rows: rows, Ahead: ahead}
-}
-
-// Result returns the row's result, running it (and starting the rows after it) if needed. A
+// Result returns the row's result, checking the whole table first if nothing was asked yet. A
 // row that is not in the table is an error result.
 func (t *Table) Result(r Row) harness.Result {
-	t.mu.Lock()
-	if t.runs == nil {
-		t.runs, t.index = map[string]*tableRun{}, map[string]int{}
+	t.once.Do(func() {
+		check := t.checkAll
+		if check == nil {
+			check = CheckAll
+		}
+		res := check(context.Background(), t.Config, t.Rows)
+		t.results = map[string]harness.Result{}
 		for i, row := range t.Rows {
-			t.index[row.Name()] = i
+			t.results[row.Name()] = res[i]
 		}
-		if t.check == nil {
-			t.check = Check
-		}
-	}
-	i, ok := t.index[r.Name()]
+	})
+	res, ok := t.results[r.Name()]
 	if !ok {
-		t.mu.Unlock()
 		return harness.Result{Schema: harness.ResultSchema, Suite: Suite, Case: r.Name(), Verdict: harness.VerdictError,
 			ErrorCode: string(errs.Input), Reason: errs.New(errs.Input, "row %s is not in the table", r.Name()).Error()}
 	}
-	var run *tableRun
-	for j := i; j < len(t.Rows) && j <= i+max(t.Ahead, 0); j++ {
-		row := t.Rows[j]
-		p, started := t.runs[row.Name()]
-		if !started {
-			p = &tableRun{done: make(chan struct{})}
-			t.runs[row.Name()] = p
-			go func() {
-				defer close(p.done)
-				p.res = t.check(context.Background(), t.Config, row)
-			}()
-		}
-		if j == i {
-			run = p
-		}
-	}
-	t.mu.Unlock()
-	<-run.done
-	return run.res
+	return res
 }

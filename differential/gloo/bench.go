@@ -84,7 +84,7 @@ func Bench(ctx context.Context, cfg Config, op, red, dtype string, sizes []int) 
 
 	var rows []BenchRow
 	j := job{Mode: "bench", Op: op, Red: red, DType: dt.String(), World: n, Counts: counts, Iters: cfg.Iters, Warmup: cfg.Warmup}
-	collect := func(_ string, times [][][]float64) error {
+	collect := func(_ string, times [][][]float64, _ map[int]string) error {
 		for k, c := range counts {
 			reps := make([]float64, cfg.Iters)
 			for r, ts := range times[k] {

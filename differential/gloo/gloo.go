@@ -134,7 +134,46 @@ func Collective(ctx context.Context, cfg Config, op string, red string, root int
 		cfg.World = len(inputs)
 	}
 	cfg = cfg.withDefaults()
-	n := cfg.World
+	p, err := plan(cfg, Request{Op: op, Red: red, Root: root, Inputs: inputs})
+	if err != nil {
+		return nil, err
+	}
+	outs, err := runCollective(ctx, cfg, job{
+		Mode: "collective", Op: p.item.Op, Red: p.item.Red, Root: root, DType: p.item.DType, World: cfg.World,
+	}, p.what, inputs)
+	if err != nil {
+		if u, ok := err.(*unsupported); ok {
+			refusals.Store(p.key, u.msg)
+			return nil, errs.New(errs.Unsupported, "gloo %s: %s", p.what, u.msg)
+		}
+		return nil, err
+	}
+	return p.finish(outs)
+}
+
+// Request is one collective: op, its reduction (all_reduce, reduce_scatter), broadcast's root,
+// and every rank's input.
+type Request struct {
+	Op, Red string
+	Root    int
+	Inputs  []*tensor.Tensor
+}
+
+// planned is a checked request: what travels to the ranks, its name in messages, and what
+// turns the ranks' outputs into the request's answer.
+type planned struct {
+	item item
+	what string
+	key  string // refusals' key
+	dt   numerics.DType
+	red  string
+	n    int
+}
+
+// plan checks r against cfg.World and what gloo can do, before anything starts: a request
+// gloo refused before (refusals) is refused again at once.
+func plan(cfg Config, r Request) (*planned, error) {
+	n, op, red, root, inputs := cfg.World, r.Op, r.Red, r.Root, r.Inputs
 	if err := checkOp(op, red, root, n); err != nil {
 		return nil, err
 	}
@@ -171,7 +210,7 @@ func Collective(ctx context.Context, cfg Config, op string, red string, root int
 		if !dt.IsFloat() {
 			return nil, errs.New(errs.Unsupported, "gloo %s/avg/%s: gloo has no avg, and an integer sum may wrap before it could be divided; no avg oracle for integers", op, dt)
 		}
-		wireRed = "sum" // divided by the world size below
+		wireRed = "sum" // divided by the world size in finish
 	}
 	what := fmt.Sprintf("%s/%s/%s on %d ranks", op, wireRed, dt, n)
 	if !reduces(op) {
@@ -184,24 +223,18 @@ func Collective(ctx context.Context, cfg Config, op string, red string, root int
 	if msg, ok := refusals.Load(key); ok {
 		return nil, errs.New(errs.Unsupported, "gloo %s: %s", what, msg)
 	}
+	return &planned{item: item{Op: op, Red: wireRed, Root: root, DType: dt.String()}, what: what, key: key, dt: dt, red: red, n: n}, nil
+}
 
-	outs, err := runCollective(ctx, cfg, job{
-		Mode: "collective", Op: op, Red: wireRed, Root: root, DType: dt.String(), World: n,
-	}, what, inputs)
-	if err != nil {
-		if u, ok := err.(*unsupported); ok {
-			refusals.Store(key, u.msg)
-			return nil, errs.New(errs.Unsupported, "gloo %s: %s", what, u.msg)
-		}
-		return nil, err
-	}
+// finish checks the ranks' outputs and turns a wire sum back into the average asked for.
+func (p *planned) finish(outs []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	for r, o := range outs {
-		if o.DType != dt {
-			return nil, errs.New(errs.Internal, "gloo %s: rank %d returned %s", what, r, o.TypeString())
+		if o.DType != p.dt {
+			return nil, errs.New(errs.Internal, "gloo %s: rank %d returned %s", p.what, r, o.TypeString())
 		}
-		if red == "avg" {
+		if p.red == "avg" {
 			for i := range o.Len() {
-				o.SetFloat64(i, o.Float64(i)/float64(n))
+				o.SetFloat64(i, o.Float64(i)/float64(p.n))
 			}
 		}
 	}
@@ -228,7 +261,7 @@ func runCollective(ctx context.Context, cfg Config, j job, what string, inputs [
 		}
 		return nil
 	}
-	collect := func(dir string, _ [][][]float64) error {
+	collect := func(dir string, _ [][][]float64, _ map[int]string) error {
 		for r := range inputs {
 			a, err := tensor.ReadNPYFile(filepath.Join(dir, fmt.Sprintf("out%d.npy", r)))
 			if err != nil {

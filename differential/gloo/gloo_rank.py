@@ -12,6 +12,8 @@ one JSON object per line on stdout, in this order:
   step    {"step":k, ...} step k finished (bench: "times", one per timed repetition)
   done    outputs written, group destroyed
 or, instead of the rest, one of
+  refused {"step":k,"msg":...}    (batch jobs) gloo refused item k before communicating; then
+                                  "step" k, and the next item
   unsupported {"msg":...}           gloo refused the op/dtype before communicating
   error       {"where":...,"msg":...} where is "init", "comm" or "io"
 Go kills the whole process group when a rank hangs or dies; the script never waits on its own.
@@ -129,12 +131,13 @@ def main():
         sys.stderr.flush()
         os._exit(3)
 
-    ctx = Ctx(job, rank, world, np, torch, dist)
     try:
-        if job["mode"] == "collective":
-            collective(ctx, workdir)
+        if job["mode"] == "batch":
+            batch(job, rank, world, np, torch, dist, workdir)
+        elif job["mode"] == "collective":
+            collective(Ctx(job, rank, world, np, torch, dist), workdir)
         else:
-            bench(ctx)
+            bench(Ctx(job, rank, world, np, torch, dist))
     except Refused as e:
         send({"type": "unsupported", "msg": str(e)})
         return 0
@@ -231,23 +234,38 @@ def to_numpy(ctx, t):
     return t.numpy()
 
 
-def collective(ctx, workdir):
+def collective(ctx, workdir, step=0, name=""):
+    """Runs the job's collective on DIR/in<name><RANK>.npy into out<name><RANK>.npy as step."""
     try:
-        x = to_torch(ctx, ctx.np.load(os.path.join(workdir, "in%d.npy" % ctx.rank), allow_pickle=False))
+        x = to_torch(ctx, ctx.np.load(os.path.join(workdir, "in%s%d.npy" % (name, ctx.rank)), allow_pickle=False))
     except Exception as e:
         raise Failed("io", "read input: " + one_line(e))
     shape = tuple(x.shape)
     if ctx.job["op"] == "all_gather":
         shape = (ctx.world * shape[0],) + shape[1:] if shape else (ctx.world,)
-    send({"type": "enter", "step": 0})
+    send({"type": "enter", "step": step})
     out = ctx.unwire(ctx.run(ctx.wire(x)), shape)
-    send({"type": "step", "step": 0})
+    send({"type": "step", "step": step})
     try:
-        path = os.path.join(workdir, "out%d.npy" % ctx.rank)
+        path = os.path.join(workdir, "out%s%d.npy" % (name, ctx.rank))
         ctx.np.save(path + ".tmp.npy", to_numpy(ctx, out), allow_pickle=False)
         os.replace(path + ".tmp.npy", path)
     except Exception as e:
         raise Failed("io", "write output: " + one_line(e))
+
+
+def batch(job, rank, world, np, torch, dist, workdir):
+    """Runs job["items"] in order in one group, item k on in<k>_<RANK>.npy, so that a table of
+    collectives pays for one interpreter start and one rendezvous per world, not per row. A
+    refusal is one item's ("refused" with its step, on every rank alike, before any byte
+    moves); the items after it still run."""
+    for k, item in enumerate(job["items"]):
+        ctx = Ctx(dict(item, world=world, timeout_s=job["timeout_s"]), rank, world, np, torch, dist)
+        try:
+            collective(ctx, workdir, k, "%d_" % k)
+        except Refused as e:
+            send({"type": "refused", "step": k, "msg": str(e)})
+            send({"type": "step", "step": k})
 
 
 def random_tensor(ctx, n):

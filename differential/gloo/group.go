@@ -48,11 +48,24 @@ type job struct {
 	Counts   []int   `json:"counts,omitempty"` // bench: elements of the op's whole buffer per size
 	Iters    int     `json:"iters,omitempty"`
 	Warmup   int     `json:"warmup,omitempty"`
+	// Items: the collectives of a "batch" job, run in order in one group (batch.go).
+	Items []item `json:"items,omitempty"`
+}
+
+// item is one collective of a batch job.
+type item struct {
+	Op    string `json:"op"`
+	Red   string `json:"red"`
+	Root  int    `json:"root"`
+	DType string `json:"dtype"`
 }
 
 func (j job) steps() int {
-	if j.Mode == "bench" {
+	switch j.Mode {
+	case "bench":
 		return len(j.Counts)
+	case "batch":
+		return len(j.Items)
 	}
 	return 1
 }
@@ -92,6 +105,9 @@ func where(p, steps int, mode string) string {
 	stepName := func(k int) string {
 		if mode == "collective" {
 			return "the collective"
+		}
+		if mode == "batch" {
+			return "collective " + strconv.Itoa(k) + " of the batch"
 		}
 		return "bench size " + strconv.Itoa(k)
 	}
@@ -251,7 +267,7 @@ func newDir(cfg Config) (string, error) {
 // the directory and every step's timings ([step][rank]) to collect. prepare writes the
 // inputs first. Every rank's process group is killed on every path out.
 func run(ctx context.Context, cfg Config, j job, what string,
-	prepare func(dir string) error, collect func(dir string, times [][][]float64) error) (err error) {
+	prepare func(dir string) error, collect func(dir string, times [][][]float64, refused map[int]string) error) (err error) {
 	if ctx.Err() != nil {
 		return errs.New(errs.TimeoutComm, "gloo %s: not started, the caller's context has ended (%v)", what, ctx.Err())
 	}
@@ -291,6 +307,7 @@ func run(ctx context.Context, cfg Config, j job, what string,
 		ranks = append(ranks, p)
 	}
 
+	refused := map[int]string{} // batch: the items gloo refused, by step
 	times := make([][][]float64, steps)
 	for k := range times {
 		times[k] = make([][]float64, n)
@@ -362,6 +379,8 @@ func run(ctx context.Context, cfg Config, j job, what string,
 					p.progress, p.done = pDone(steps), true
 				case "unsupported":
 					return &unsupported{msg: m.Msg}
+				case "refused":
+					refused[m.Step] = m.Msg
 				case "error":
 					if p.failure == "" {
 						p.failure, p.where = m.Msg, m.Where
@@ -376,7 +395,7 @@ func run(ctx context.Context, cfg Config, j job, what string,
 			continue
 		}
 		if all(ranks, func(p *rankProc) bool { return p.done && p.gone }) {
-			return collect(dir, times)
+			return collect(dir, times, refused)
 		}
 		if m := minProgress(); m > last {
 			last = m
