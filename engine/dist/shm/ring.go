@@ -179,6 +179,13 @@ func alive(pid uint32) bool {
 	return !errors.Is(syscall.Kill(int(pid), 0), syscall.ESRCH)
 }
 
+// kick wakes the other side whether or not it announced a sleep: its word changes, so a
+// sleep it is about to start with the old value returns at once.
+func kick(seq *uint32) {
+	atomic.AddUint32(seq, 1)
+	wakeOn(seq)
+}
+
 func notify(seq, waiting *uint32) {
 	if atomic.LoadUint32(waiting) != 0 {
 		atomic.AddUint32(seq, 1)

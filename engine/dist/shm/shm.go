@@ -230,7 +230,7 @@ func (t *Transport) Send(ctx context.Context, to int, f *dist.Frame) error {
 		// Half a frame is in the ring: nothing after it could be framed. The peer's reader
 		// sees the closed flag once it has read what is there.
 		atomic.StoreUint32(p.out.prodClosed, 1)
-		wakeOn(p.out.dataSeq)
+		kick(p.out.dataSeq)
 		p.fail(errs.New(errs.TimeoutComm, "shm rank %d: a send to rank %d was cut short after %d of %d bytes (%s); the ring is unusable", t.rank, to, w, dist.HeaderSize+n, msgOf(gone)))
 	} else if !errors.As(err, new(ctxErr)) && !errors.Is(err, errStopped) {
 		p.fail(gone)
@@ -312,11 +312,11 @@ func (t *Transport) Close() error {
 	for _, p := range t.peers {
 		if p.in != nil {
 			atomic.StoreUint32(p.in.consClosed, 1)
-			wakeOn(p.in.spaceSeq)
-			wakeOn(p.in.dataSeq) // our own reader, asleep on an empty ring
+			kick(p.in.spaceSeq)
+			kick(p.in.dataSeq) // our own reader, asleep on an empty ring
 		}
 		if p.out != nil {
-			wakeOn(p.out.spaceSeq) // our own Send, asleep on a full ring
+			kick(p.out.spaceSeq) // our own Send, asleep on a full ring
 		}
 	}
 	t.wg.Wait()
@@ -330,7 +330,7 @@ func (t *Transport) Close() error {
 		select {
 		case p.wlock <- struct{}{}:
 			atomic.StoreUint32(p.out.prodClosed, 1)
-			wakeOn(p.out.dataSeq)
+			kick(p.out.dataSeq)
 			p.out.unmap()
 		case <-time.After(closeSendTimeout):
 			stuck = append(stuck, p.rank) // left mapped: unmapping under a copy would crash
