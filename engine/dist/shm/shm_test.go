@@ -401,10 +401,15 @@ func TestWorldOfOne(t *testing.T) {
 	}
 }
 
-// BenchmarkAllReduce16MiB is a 2-rank f32 all_reduce over the rings with ranks as goroutines:
-// one profile shows the whole path (framing, checksums, copies, reduction).
-func BenchmarkAllReduce16MiB(b *testing.B) {
-	const n, size = 2, 16 << 20
+// BenchmarkAllReduce64MiB is tcp's benchmark of the same name over the rings: a 4-rank f32
+// all_reduce with ranks as goroutines, for a side-by-side of the two transports' whole path
+// (framing, checksums, copies, reduction) in one process.
+func BenchmarkAllReduce64MiB(b *testing.B) { benchAllReduce(b, 4, 64<<20) }
+
+// BenchmarkAllReduce16MiB is the 2-rank case that the collectives command compares with gloo.
+func BenchmarkAllReduce16MiB(b *testing.B) { benchAllReduce(b, 2, 16<<20) }
+
+func benchAllReduce(b *testing.B, n, size int) {
 	ts := connectAll(b, n, nil)
 	comms := make([]*dist.Comm, n)
 	bufs := make([][]byte, n)
@@ -416,7 +421,7 @@ func BenchmarkAllReduce16MiB(b *testing.B) {
 			bufs[r][i+3] = 0x3f
 		}
 	}
-	b.SetBytes(size)
+	b.SetBytes(int64(size))
 	b.ResetTimer()
 	for range b.N {
 		var wg sync.WaitGroup
