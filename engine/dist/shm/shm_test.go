@@ -201,7 +201,7 @@ func TestManyCommsInterleaved(t *testing.T) {
 func TestNothingLeftInDir(t *testing.T) {
 	noLeak(t)
 	var dir string
-	ts := connectAll(t, 3, func(c *Config) { dir = c.Dir })
+	ts := connectAll(t, 3, func(c *Config) { dir, c.RingBytes = c.Dir, 64<<10 })
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("%d files left in %s once the mesh is up: %v", len(ents), dir, ents[0].Name())
 	}
@@ -223,7 +223,7 @@ func TestNothingLeftInDefaultDir(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("%s%d-*", filePrefix, os.Getpid())))
 		return m
 	}
-	ts := connectAll(t, 2, func(c *Config) { c.Dir = dir })
+	ts := connectAll(t, 2, func(c *Config) { c.Dir, c.RingBytes = dir, 64<<10 })
 	if m := mine(); len(m) != 0 {
 		t.Fatalf("left in %s once the mesh is up: %v", dir, m)
 	}
