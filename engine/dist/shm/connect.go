@@ -135,7 +135,9 @@ func (c *connector) run(ctx context.Context) error {
 			return err
 		}
 		p.out = r
-		if err := st.Set(ctx, c.ringKey(t.rank, j), []byte(r.path)); err != nil {
+		// The size goes with the path, so ranks configured differently both say so, even when
+		// the other's file is already gone.
+		if err := st.Set(ctx, c.ringKey(t.rank, j), []byte(strconv.Itoa(t.ringBytes)+" "+r.path)); err != nil {
 			return c.wrap(err, "publishing the ring to rank %d", j)
 		}
 	}
@@ -143,11 +145,15 @@ func (c *connector) run(ctx context.Context) error {
 		if j == t.rank {
 			continue
 		}
-		path, err := st.Get(ctx, c.ringKey(j, t.rank))
+		v, err := st.Get(ctx, c.ringKey(j, t.rank))
 		if err != nil {
 			return c.wrap(err, "rank %d never published its ring to this rank", j)
 		}
-		if p.in, err = c.open(j, string(path)); err != nil {
+		size, path, _ := strings.Cut(string(v), " ")
+		if size != strconv.Itoa(t.ringBytes) {
+			return c.fail("rank %d's rings have %s data bytes, this rank's %d (ranks configured with different ring sizes)", j, size, t.ringBytes)
+		}
+		if p.in, err = c.open(j, path); err != nil {
 			return err
 		}
 	}
