@@ -164,6 +164,7 @@ func (c *connector) run(ctx context.Context) error {
 	for _, p := range t.peers {
 		if p.out != nil {
 			os.Remove(p.out.path) // normally gone already: the consumer unlinked it
+			p.out.noPid = !alive(atomic.LoadUint32(p.out.consPid))
 		}
 	}
 	return nil
@@ -250,6 +251,7 @@ func (c *connector) open(from int, path string) (*ring, error) {
 		return nil, c.fail("the ring rank %d published is not the one expected: %s", from, why)
 	}
 	atomic.StoreUint32(r.consPid, uint32(os.Getpid()))
+	r.noPid = !alive(atomic.LoadUint32(r.prodPid))
 	return r, nil
 }
 

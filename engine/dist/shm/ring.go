@@ -62,6 +62,10 @@ type ring struct {
 	data []byte
 	mask uint64
 	path string
+	// noPid: the peer's pid means nothing here (it looked dead while it was mapping this
+	// ring: another pid namespace sharing /dev/shm), so only its closed flag and the deadline
+	// tell that it is gone.
+	noPid bool
 
 	head, tail                               *uint64
 	dataSeq, dataWait, spaceSeq, spaceWait   *uint32
@@ -119,7 +123,7 @@ func (e ctxErr) Unwrap() error { return e.err }
 // wait returns once ready() holds, or why it never will: the context ended, this transport
 // is closing, the peer set its closed flag or its process no longer exists. seq and waiting
 // are the futex word and flag the other side checks after making progress.
-func (w waitFor) wait(ready func() bool, seq, waiting, peerClosed, peerPid *uint32) error {
+func (w waitFor) wait(ready func() bool, seq, waiting, peerClosed, peerPid *uint32, noPid bool) error {
 	for range spinRounds {
 		if ready() {
 			return nil
@@ -159,7 +163,7 @@ func (w waitFor) wait(ready func() bool, seq, waiting, peerClosed, peerPid *uint
 		}
 		sleepOn(seq, s, d)
 		atomic.StoreUint32(waiting, 0)
-		if time.Since(lastLive) >= livenessEvery {
+		if !noPid && time.Since(lastLive) >= livenessEvery {
 			lastLive = time.Now()
 			if !alive(atomic.LoadUint32(peerPid)) {
 				if ready() {
@@ -202,7 +206,7 @@ func (r *ring) write(w waitFor, bufs ...[]byte) (n int64, err error) {
 		for len(b) > 0 {
 			free := r.capacity() - (head - atomic.LoadUint64(r.tail))
 			if free == 0 {
-				if err := w.wait(room, r.spaceSeq, r.spaceWait, r.consClosed, r.consPid); err != nil {
+				if err := w.wait(room, r.spaceSeq, r.spaceWait, r.consClosed, r.consPid, r.noPid); err != nil {
 					return n, err
 				}
 				continue
@@ -232,7 +236,7 @@ func (r *ring) read(w waitFor, dst []byte) error {
 	for len(dst) > 0 {
 		avail := atomic.LoadUint64(r.head) - tail
 		if avail == 0 {
-			if err := w.wait(some, r.dataSeq, r.dataWait, r.prodClosed, r.prodPid); err != nil {
+			if err := w.wait(some, r.dataSeq, r.dataWait, r.prodClosed, r.prodPid, r.noPid); err != nil {
 				return err
 			}
 			continue

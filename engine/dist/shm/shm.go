@@ -23,7 +23,8 @@
 // Waiting: a side that finds the ring full (or empty) spins briefly, then sleeps on a futex
 // word in the mapping that the other side bumps after progress, in slices of at most 20 ms,
 // so that a deadline, a closed flag in the mapping or a peer process that no longer exists
-// (kill(pid, 0), checked every 100 ms) ends the wait with E_TIMEOUT_COMM naming the peer.
+// (kill(pid, 0), checked every 100 ms; not where the peer's pid was not visible at setup,
+// another pid namespace) ends the wait with E_TIMEOUT_COMM naming the peer.
 package shm
 
 import (
