@@ -20,9 +20,9 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
-// Transports the checks know. inproc and tcp are built in; a device transport (cuda, nccl)
-// is usable once its package registers a joiner with RegisterTransport.
-var Transports = []string{"inproc", "tcp", "cuda", "nccl"}
+// Transports the checks know. inproc, tcp and shm (unix) are built in; a device transport
+// (cuda, nccl) is usable once its package registers a joiner with RegisterTransport.
+var Transports = []string{"inproc", "tcp", "shm", "cuda", "nccl"}
 
 // DefaultWorld is the world size when the run names none and no launcher set one.
 const DefaultWorld = 4
@@ -49,7 +49,7 @@ func joiner(name string) (Joiner, error) {
 	if j, ok := joiners[name]; ok {
 		return j, nil
 	}
-	return nil, errs.New(errs.Input, "collectives: unknown transport %q (want inproc, tcp, cuda or nccl)", name)
+	return nil, errs.New(errs.Input, "collectives: unknown transport %q (want inproc, tcp, shm, cuda or nccl)", name)
 }
 
 // GlooBench times torch.distributed's gloo backend (differential/gloo, gloo.go) on world
@@ -283,11 +283,11 @@ func checkDeviceOptions(o Options) error {
 	case slices.Contains(o.Modes, dist.Exact):
 		return errs.New(errs.Input, "collectives --transport %s --mode exact: exact mode is not implemented on the device transports (run it on inproc or tcp)", o.Transport)
 	case o.Delay > 0:
-		return errs.New(errs.Input, "collectives --transport %s --delay: injected delays act on host frames (use inproc or tcp)", o.Transport)
+		return errs.New(errs.Input, "collectives --transport %s --delay: injected delays act on host frames (use inproc, tcp or shm)", o.Transport)
 	case o.Mismatch != nil:
 		return errs.New(errs.Input, "collectives --transport %s --mismatch: mismatched calls are checked on the host transports", o.Transport)
 	case o.VsGloo:
-		return errs.New(errs.Input, "collectives --transport %s --vs gloo: gloo is compared with the host transports (inproc, tcp)", o.Transport)
+		return errs.New(errs.Input, "collectives --transport %s --vs gloo: gloo is compared with the host transports (inproc, tcp, shm)", o.Transport)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func newCollectivesCmd(e *env) *cobra.Command {
 		o                       collectives.Options
 	)
 	cmd := &cobra.Command{
-		Use:   "collectives [--ops all_reduce,...] [--transport inproc|tcp|cuda|nccl] [--np N] [-b MIN -e MAX -f FACTOR]",
+		Use:   "collectives [--ops all_reduce,...] [--transport inproc|tcp|shm|cuda|nccl] [--np N] [-b MIN -e MAX -f FACTOR]",
 		Short: "Check the engine's collectives as nccl-tests does: #wrong, digests, time, algbw and busbw",
 		Long: `For every op x reduction x dtype x count, on a world of --np ranks over --transport in
 --mode, call the collective out of place and in place on inputs seeded per (rank, case), count
@@ -59,7 +59,8 @@ Transports: inproc runs the ranks as goroutines. tcp runs them as processes: wit
 launcher this command starts --np copies of itself (engine/dist/launch) and rank 0 gathers every
 rank's digests and counts over the communicator; under "tessera-qa launch", torchrun or srun,
 or with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set by hand, it joins as that rank (rank
-0 prints). cuda and nccl are the device transports, launched the same way: each rank opens its
+0 prints). shm is launched like tcp, for ranks on one machine: frames move through
+shared-memory rings (engine/dist/shm) instead of sockets, with the same wire format. cuda and nccl are the device transports, launched the same way: each rank opens its
 local GPU (several ranks may share one; NCCL takes one rank per GPU, so --np 1 on a one-GPU
 machine), uploads the same seeded inputs, runs the device communicator out of place and in
 place, downloads and checks the results as the host rows do (same #wrong, same digests), and
@@ -211,7 +212,7 @@ the transport, gloo or the rendezvous is missing (E_UNSUPPORTED, E_NO_DEVICE, E_
 	f.StringVarP(&maxBytes, "maxbytes", "e", "1M", "largest size of the sweep (up to 64M is sensible on a CPU)")
 	f.IntVarP(&factor, "stepfactor", "f", 4, "factor between sizes of the sweep")
 	f.IntVar(&root, "root", 0, "broadcast's root rank")
-	f.StringVar(&transport, "transport", "inproc", "inproc (goroutines), tcp (processes), cuda (processes on GPUs, CUDA IPC) or nccl")
+	f.StringVar(&transport, "transport", "inproc", "inproc (goroutines), tcp (processes), shm (processes of one machine, shared memory), cuda (processes on GPUs, CUDA IPC) or nccl")
 	f.StringVar(&np, "np", "", "world size, or a comma-separated list of them (default 4; under a launcher its WORLD_SIZE)")
 	f.StringVar(&mode, "mode", "deterministic", "reduction mode: deterministic, fast or exact; a list runs each and compares their times")
 	f.IntVar(&o.Iters, "iters", 20, "timed calls per case and placement (0: check only)")
