@@ -39,7 +39,7 @@ type stragglerWatch struct {
 
 	mu      sync.Mutex
 	attempt int
-	first   int // the first step this attempt reported
+	first   int                     // the first step this attempt reported
 	compute map[int]map[int]float64 // step -> rank -> compute ms
 	strikes map[int]int             // rank -> consecutive windows that found it slow
 	flagged map[int]bool
