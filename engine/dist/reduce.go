@@ -95,13 +95,7 @@ func sumF32(out []float32, ins [][]float32, avg bool) {
 	n := float32(len(ins))
 	nan := math.Float32frombits(uint32(numerics.Encode(numerics.F32, math.NaN())))
 	if !overlapsLater(out, ins) {
-		copy(out, ins[0])
-		for _, in := range ins[1:] {
-			in = in[:len(out)]
-			for i := range out {
-				out[i] += in[i]
-			}
-		}
+		addRows(out, ins)
 		for i, acc := range out {
 			if avg {
 				acc /= n
@@ -132,13 +126,7 @@ func sumF32(out []float32, ins [][]float32, avg bool) {
 func sumF64(out []float64, ins [][]float64, avg bool) {
 	n := float64(len(ins))
 	if !overlapsLater(out, ins) {
-		copy(out, ins[0])
-		for _, in := range ins[1:] {
-			in = in[:len(out)]
-			for i := range out {
-				out[i] += in[i]
-			}
-		}
+		addRows(out, ins)
 		for i, acc := range out {
 			if avg {
 				acc /= n
@@ -162,6 +150,17 @@ func sumF64(out []float64, ins [][]float64, avg bool) {
 			acc = math.NaN()
 		}
 		out[i] = acc
+	}
+}
+
+// addRows sets out to ins[0] + ins[1] + ... element by element, left to right, a row at a time.
+func addRows[T float32 | float64](out []T, ins [][]T) {
+	copy(out, ins[0])
+	for _, in := range ins[1:] {
+		in = in[:len(out)]
+		for i := range out {
+			out[i] += in[i]
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/tessera-qa/tessera-qa/engine/dist/internal/framequeue"
 	"hash/fnv"
 	"math/bits"
 	"os"
@@ -42,7 +43,7 @@ func Connect(ctx context.Context, cfg Config) (*Transport, error) {
 	t := &Transport{rank: cfg.Rank, world: cfg.World, job: cfg.JobID, ringBytes: cfg.RingBytes,
 		qBytes: cfg.QueueBytes, qFrames: cfg.QueueFrames, closing: make(chan struct{}), peers: make([]*peer, cfg.World)}
 	for r := range t.peers {
-		t.peers[r] = &peer{t: t, rank: r, wlock: make(chan struct{}, 1), queues: map[uint32]*queue{}, dead: make(chan struct{})}
+		t.peers[r] = &peer{t: t, rank: r, wlock: make(chan struct{}, 1), queues: map[uint32]*framequeue.Queue{}, dead: make(chan struct{})}
 	}
 	if cfg.World == 1 {
 		return t, nil

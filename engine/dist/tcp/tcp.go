@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/dist/internal/framequeue"
 	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
@@ -103,19 +104,19 @@ type peer struct {
 	hdr   [dist.HeaderSize]byte
 
 	mu     sync.Mutex
-	queues map[uint32]*queue
+	queues map[uint32]*framequeue.Queue
 
 	dead    chan struct{}
 	deadErr error
 	once    sync.Once
 }
 
-func (p *peer) queue(comm uint32) *queue {
+func (p *peer) queue(comm uint32) *framequeue.Queue {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q, ok := p.queues[comm]
 	if !ok {
-		q = newQueue(p.t.qBytes, p.t.qFrames)
+		q = framequeue.New(p.t.qBytes, p.t.qFrames)
 		p.queues[comm] = q
 	}
 	return q
@@ -190,7 +191,7 @@ func (t *Transport) Send(ctx context.Context, to int, f *dist.Frame) error {
 	p := t.peers[to]
 	if to == t.rank {
 		c := &dist.Frame{Header: f.Header, Payload: append([]byte(nil), f.Payload...)}
-		if !p.queue(f.Comm).push(c, ctx.Done(), t.closing) {
+		if !p.queue(f.Comm).Push(c, ctx.Done(), t.closing) {
 			if t.isClosing() {
 				return t.closedErr("send to", to)
 			}
@@ -243,13 +244,13 @@ func (t *Transport) Recv(ctx context.Context, comm uint32, from int) (*dist.Fram
 	p := t.peers[from]
 	q := p.queue(comm)
 	for {
-		if f := q.tryPop(); f != nil {
+		if f := q.TryPop(); f != nil {
 			return f, nil
 		}
 		select {
-		case <-q.avail:
+		case <-q.Avail():
 		case <-p.dead:
-			if f := q.tryPop(); f != nil {
+			if f := q.TryPop(); f != nil {
 				return f, nil
 			}
 			return nil, p.err()
@@ -298,7 +299,7 @@ func (t *Transport) read(p *peer) {
 			return
 		}
 		t.recvd.Add(int64(dist.HeaderSize + n))
-		if !p.queue(h.Comm).push(f, t.closing, p.dead) {
+		if !p.queue(h.Comm).Push(f, t.closing, p.dead) {
 			t.drain(p)
 			return
 		}
