@@ -124,9 +124,9 @@ func (al *allocator) alloc(n uint64) (uint64, error) {
 			if terr := al.trimLocked(); terr != nil {
 				return 0, terr
 			}
-			if p, err = al.m.alloc(c); errs.CodeOf(err) == errs.OOM && n < c {
-				b = block{size: n, exact: true}
-				p, err = al.m.alloc(n)
+			if p, err = al.m.alloc(c); errs.CodeOf(err) == errs.OOM && max(n, 1) < c {
+				b = block{size: max(n, 1), exact: true} // the driver refuses 0 bytes
+				p, err = al.m.alloc(b.size)
 			}
 		}
 		if err != nil {
