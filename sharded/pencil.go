@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
@@ -213,5 +214,18 @@ func PencilCases() []Pencil {
 	add(Pencil{Ops: []string{"fft2", "ifft2"}, Shape: []int{12, 24, 2}, DType: numerics.F64, World: 4, Dim: 0})
 	add(Pencil{Ops: []string{"fft2"}, Shape: []int{12, 10, 2}, World: 4, Dim: 0})
 	add(Pencil{Ops: []string{"fft2"}, Shape: []int{9, 7, 2}, World: 3, Dim: 0})
+	if os.Getenv(PencilFullEnv) == "1" {
+		add(Pencil{Ops: []string{"fft2", "ifft2"}, Shape: []int{1000, 120, 2}, World: 5, Dim: 0})
+		for _, w := range []int{3, 5} {
+			add(Pencil{Ops: []string{"rfft2", "irfft2"}, Shape: []int{240, 1998}, World: w, Dim: 0})
+		}
+		// 388 = 4 * 97: the column transforms are Bluestein's.
+		add(Pencil{Ops: []string{"fft2", "ifft2"}, Shape: []int{388, 12, 2}, World: 4, Dim: 0})
+	}
 	return out
 }
+
+// PencilFullEnv set to 1 adds the nightly sizes to PencilCases: 3 and 5 ranks on larger
+// smooth non-power-of-two sizes and Bluestein columns (about 40 s, most of it the float64
+// definition; CI's set takes 0.3 s).
+const PencilFullEnv = "TESSERA_PENCIL_FULL"
