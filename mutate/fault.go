@@ -244,6 +244,10 @@ var catalogue = []Fault{
 	{Name: fp.CPUFFTTwiddleRecurrence, Layer: LayerCPU, Hook: "engine/backend/cpu/fft.go twiddleTable", Ops: []string{"fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2"},
 		First:  []string{"spectral"},
 		Breaks: "the mixed-radix plan computes its twiddle factors by the recurrence w_k = w_(k-1) * w_1 in the working precision: their error grows with k, so the transform's error grows like N instead of sqrt(log N) (the accuracy suite's growth fit)"},
+	// issue 26 (h/pencil): the transposition of the sharded 2-D FFT.
+	{Name: fp.DistAllToAllChunksSwapped, Layer: LayerDist, Hook: "engine/dist/collectives.go (*Comm).AllToAll", First: []string{"sharded"},
+		Ops:    []string{"all_to_all", "fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "softmax", "log_softmax", "layernorm", "rmsnorm"},
+		Breaks: "all_to_all puts the chunks it receives from ranks 0 and 1 in each other's place: every value arrives, in the wrong block, so a pencil 2-D FFT on 2 or more ranks transforms scrambled columns (its bits and its error against the definition both show it); one rank is untouched"},
 }
 
 // moeOps are the ops of the moe model's graphs (router, experts, loss).

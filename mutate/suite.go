@@ -71,7 +71,7 @@ var suites = []Suite{
 		What: "pipeline-parallel training against the unpipelined run: every rank's gradients, the gradient norm over micro-batch counts and pp sizes, bits over tcp (suites/pipeline)"},
 	{Name: "moe", Kind: KindGinkgo, Packages: []string{"suites/moe"},
 		What: "mixture-of-experts training against one rank, an independent float64 reference and across backends: gradients over ep sizes, capacity, exact ties, a rank without tokens (suites/moe)"},
-	{Name: "sharded", Kind: KindGinkgo, Packages: []string{"suites/sharded"}, Args: []string{"-ginkgo.focus=Each rule of the shard pass|sharded catalogue"},
+	{Name: "sharded", Kind: KindGinkgo, Packages: []string{"suites/sharded"}, Args: []string{"-ginkgo.focus=Each rule of the shard pass|sharded catalogue|pencil 2-D FFT"},
 		What: "each rule of the shard pass under every legal layout of its inputs against one device (suites/sharded)"},
 	// Only the frame-field specs: the rest of the suite runs the CLI.
 	{Name: "frames", Kind: KindGinkgo, Packages: []string{"suites/collectives"},

@@ -49,6 +49,7 @@ func op(name string, attrs graph.Attrs) func(*graph.Builder, []*graph.Value) *gr
 // Rules is every rule of the shard pass, each branch that an attribute selects on its own.
 func Rules() []Rule {
 	m2 := []int{8, 12}
+	c2 := []int{4, 8, 2} // complex [4, 8]
 	axes := func(a ...int64) graph.Attrs { return graph.Attrs{"axes": graph.Ints(a...)} }
 	keep := func(a ...int64) graph.Attrs {
 		return graph.Attrs{"axes": graph.Ints(a...), "keepdims": graph.Bool(true)}
@@ -86,6 +87,14 @@ func Rules() []Rule {
 		{Name: "mse_loss/reduction=none", Op: op("mse_loss", graph.Attrs{"reduction": graph.String("none")}), Inputs: [][]int{m2, m2}, Sums: [][]int{nil, nil}, K: 1},
 		{Name: "reduce_sum/axes=[]", Op: op("reduce_sum", axes()), Inputs: [][]int{m2}, Sums: [][]int{{0, 1}}, K: 96},
 		{Name: "reduce_mean/axes=[],keepdims", Op: op("reduce_mean", keep()), Inputs: [][]int{m2}, Sums: [][]int{{0, 1}}, K: 96},
+		// The FFTs (issue 26): the transformed axis and the (re, im) dim must be whole; the
+		// 2-D forms reach the pass as two one-axis FFTs (the pencil method).
+		{Name: "fft/dim=-1", Op: op("fft", nil), Inputs: [][]int{c2}, Sums: [][]int{nil}, K: 8},
+		{Name: "ifft/dim=0,n=6", Op: op("ifft", graph.Attrs{"dim": graph.Int(0), "n": graph.Int(6)}), Inputs: [][]int{c2}, Sums: [][]int{nil}, K: 6},
+		{Name: "rfft/dim=0", Op: op("rfft", graph.Attrs{"dim": graph.Int(0)}), Inputs: [][]int{m2}, Sums: [][]int{nil}, K: 8},
+		{Name: "irfft/dim=-1", Op: op("irfft", nil), Inputs: [][]int{{4, 5, 2}}, Sums: [][]int{nil}, K: 8},
+		{Name: "fft2", Op: op("fft2", nil), Inputs: [][]int{c2}, Sums: [][]int{nil}, K: 32},
+		{Name: "irfft2", Op: op("irfft2", nil), Inputs: [][]int{{4, 5, 2}}, Sums: [][]int{nil}, K: 32},
 		{Name: "div/rounding_mode=floor", Op: op("div", graph.Attrs{"rounding_mode": graph.String("floor")}), Inputs: [][]int{m2, {12}}, Sums: [][]int{nil, nil}, K: 1},
 	}
 }

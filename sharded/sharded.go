@@ -272,9 +272,11 @@ func (c Case) RunOver(be backend.Backend, mode dist.Mode, ts []dist.Transport) (
 	if err != nil {
 		return nil, err
 	}
-	in, err := harness.RandomInputs(c.Graph, c.Seed, nil)
-	if err != nil {
-		return nil, err
+	in := c.Inputs
+	if in == nil {
+		if in, err = harness.RandomInputs(c.Graph, c.Seed, nil); err != nil {
+			return nil, err
+		}
 	}
 	blocks, err := run.ShardInputs(dp.Plan, in)
 	if err != nil {

@@ -183,3 +183,21 @@ func TestTorchOracleRow(t *testing.T) {
 		t.Fatalf("%s %q", r.Verdict, r.Reason)
 	}
 }
+
+// The pencil 2-D FFT (docs/examples/fft2.tg) over 4 ranks: its collectives only move data, so
+// the row demands the one-device bits, not only agreement within tolerance.
+func TestMeshRowOfThePencilFFTDemandsTheOneDeviceBits(t *testing.T) {
+	g, err := graph.ParseFile("../docs/examples/fft2.tg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(Options{Graph: g, Seed: 3, Backends: cpu(t), Oracle: OracleNone, Mesh: "sp=4",
+		Layouts: map[string]string{"x": "[S(sp),R,R]"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rows(rep)["sharded/sp=4@cpu"]
+	if r.Verdict != harness.VerdictPass || !strings.Contains(r.Reason, "one-device run's bits") || !strings.Contains(r.Reason, "all_to_all:sp") {
+		t.Fatalf("got %s %q", r.Verdict, r.Reason)
+	}
+}

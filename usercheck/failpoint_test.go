@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/failpoint"
+	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/harness"
 )
 
@@ -52,5 +53,30 @@ func TestAPlantedWrongResultFailsTheRightRowsAndReplays(t *testing.T) {
 	failpoint.Activate()
 	if r, err := harness.Replay(man); err != nil || r.Verdict != harness.VerdictPass {
 		t.Fatalf("replay with the fault off: %v %s %q", err, r.Verdict, r.Reason)
+	}
+}
+
+// all_to_all's chunks from ranks 0 and 1 swapped: the pencil FFT's sharded row fails while
+// the rows that run on one device pass.
+func TestSwappedAllToAllChunksFailTheShardedRow(t *testing.T) {
+	if err := failpoint.Activate(failpoint.DistAllToAllChunksSwapped); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { failpoint.Activate() })
+	g, err := graph.ParseFile("../docs/examples/fft2.tg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(Options{Graph: g, Seed: 3, Backends: cpu(t), Oracle: OracleNone, Mesh: "sp=4",
+		Layouts: map[string]string{"x": "[S(sp),R,R]"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := rows(rep)
+	if r := m["sharded/sp=4@cpu"]; r.Verdict != harness.VerdictFail {
+		t.Fatalf("sharded row: %s %q", r.Verdict, r.Reason)
+	}
+	if r := m["golden@cpu"]; r.Verdict != harness.VerdictPass {
+		t.Errorf("golden row runs on one device and must pass: %s %q", r.Verdict, r.Reason)
 	}
 }

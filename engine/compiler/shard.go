@@ -40,6 +40,13 @@ import (
 //     change and gathers the rest; slice gathers the sliced dims; concat gathers its axis.
 //   - mse_loss: local mean (sum), then all_reduce avg (sum) over each sharding axis; reduction
 //     none is elementwise: the output keeps the operands' layout.
+//   - fft, ifft, rfft, irfft (the 2-D forms arrive desugared into two of these): the
+//     transformed axis and a complex input's (re, im) dim must be whole on every rank; a
+//     shard on either moves to the outermost other dim it divides with one all_to_all (else
+//     it is gathered). A 2-D FFT of row blocks is so the pencil method: the local FFT along
+//     the rows, one all_to_all to column blocks, the local FFT along the columns; each rank
+//     runs the one-device kernel on whole lines, so the bits are the one device's. The result
+//     stays in column blocks (an ifft2 after it moves them back for its first axis).
 //   - graph outputs: pending sums are all-reduced; sharded dims stay sharded (DistPlan says how).
 
 // Placement says where a tensor of the rank program lives: its layout over the mesh, the whole
@@ -265,6 +272,8 @@ func (s *sharder) node(n *graph.Node) error {
 		outs, err = s.movement(n, ins)
 	case graph.KindLoss:
 		outs, err = s.loss(n, ins)
+	case graph.KindSpectral:
+		outs, err = s.spectral(n, ins)
 	default:
 		return errs.New(errs.Unsupported, "no sharding rule for op kind of %s", n.Op)
 	}
@@ -432,6 +441,49 @@ func (s *sharder) rowwise(n *graph.Node, ins []*graph.Value) (*graph.Value, erro
 		args = append(args, pv)
 	}
 	return s.emit(n, n.Attrs, l, args...)
+}
+
+func (s *sharder) spectral(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	// A sum pending over ranks is settled first although the FFT is linear: transforming the
+	// addends and summing later would round differently from the one device.
+	x, err := s.settled(ins[0])
+	if err != nil {
+		return nil, err
+	}
+	global := n.Inputs[0].Type.Shape
+	ax, _, err := graph.FFTAxis(n, n.Inputs[0].Type)
+	if err != nil {
+		return nil, err
+	}
+	whole := []int{ax}
+	if n.Op != "rfft" { // a complex input: a rank needs both parts of each value
+		whole = append(whole, len(global)-1)
+	}
+	l := s.lay[x].Clone()
+	for _, d := range whole {
+		a := l.Dims[d]
+		if a == "" {
+			continue
+		}
+		l.Dims[d] = ""
+		for e := range l.Dims {
+			if !slices.Contains(whole, e) && l.Dims[e] == "" && global[e]%s.m.Size(a) == 0 {
+				l.Dims[e] = a
+				break
+			}
+		}
+	}
+	if x, err = s.redistribute(x, l); err != nil {
+		return nil, err
+	}
+	out := l.Clone()
+	switch n.Op {
+	case "rfft": // real in, complex out: a trailing (re, im) dim, whole
+		out.Dims = append(out.Dims, "")
+	case "irfft":
+		out.Dims = out.Dims[:len(out.Dims)-1]
+	}
+	return s.emit(n, n.Attrs, out, x)
 }
 
 func (s *sharder) matmul(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {

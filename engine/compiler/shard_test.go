@@ -310,3 +310,33 @@ func TestEmptyAxesReduceAllReducesOverTheShardedAxis(t *testing.T) {
 		t.Fatalf("output %s %s", plan.Outputs[0].Global, plan.Outputs[0].Layout)
 	}
 }
+
+// The one-axis FFTs need whole lines and whole (re, im) pairs: a shard on the transformed
+// axis or on the complex dim moves to the outermost other dim it divides (rfft's output gains
+// a whole complex dim, irfft's loses it), else it is gathered.
+func TestFFTsMoveTheShardOffTheTransformedAxisAndTheComplexDim(t *testing.T) {
+	for _, c := range []struct {
+		op      string
+		shape   []int
+		attrs   graph.Attrs
+		layout  string
+		ops     string
+		outLays string
+	}{
+		{"fft", []int{4, 8, 2}, nil, "[R,S(sp),R]", "all_to_all:sp fft", "[S(sp),R,R]"},
+		{"fft", []int{4, 8, 2}, nil, "[R,R,S(sp)]", "all_to_all:sp fft", "[S(sp),R,R]"},
+		{"fft", []int{4, 8, 2}, graph.Attrs{"dim": graph.Int(0)}, "[R,S(sp),R]", "fft", "[R,S(sp),R]"},
+		{"rfft", []int{4, 8}, graph.Attrs{"dim": graph.Int(0)}, "[S(sp),R]", "all_to_all:sp rfft", "[R,S(sp),R]"},
+		{"irfft", []int{4, 6, 2}, nil, "[R,S(sp),R]", "all_to_all:sp irfft", "[S(sp),R]"},
+		{"fft", []int{3, 8, 2}, nil, "[R,S(sp),R]", "all_gather:sp fft", "[R,R,R]"},
+	} {
+		g := build(t, func(b *graph.Builder) { b.Output(b.Op(c.op, c.attrs, b.Input("x", f32, c.shape...))) })
+		rg, plan, err := Shard(g, parseMesh(t, "sp=2"), layouts(t, g, "x", c.layout))
+		if err != nil {
+			t.Fatalf("%s %v on %s: %v", c.op, c.shape, c.layout, err)
+		}
+		if got := opsOf(rg); got != c.ops || plan.Outputs[0].Layout.String() != c.outLays {
+			t.Errorf("%s %v on %s: ops %s, output %s; want %s, %s", c.op, c.shape, c.layout, got, plan.Outputs[0].Layout, c.ops, c.outLays)
+		}
+	}
+}

@@ -217,13 +217,22 @@ func (c *Comm) AllToAll(ctx context.Context, dt numerics.DType, send, recv []byt
 	if err := cl.each(func(cl *call, p int) error { return cl.send(p, OpAllToAll, 0, send[p*b:(p+1)*b]) }); err != nil {
 		return err
 	}
-	copy(recv[c.me*b:(c.me+1)*b], send[c.me*b:(c.me+1)*b])
+	// slot is where the chunk from rank q lands: q itself (the planted fault swaps ranks 0 and 1).
+	slot := func(q int) int {
+		if failpoint.Enabled(failpoint.DistAllToAllChunksSwapped) && n > 1 && q < 2 {
+			return 1 - q
+		}
+		return q
+	}
+	at := slot(c.me)
+	copy(recv[at*b:(at+1)*b], send[c.me*b:(c.me+1)*b])
 	return cl.each(func(cl *call, p int) error {
 		f, err := cl.recv(p, OpAllToAll, count/n)
 		if err != nil {
 			return err
 		}
-		copy(recv[p*b:(p+1)*b], f.Payload)
+		at := slot(p)
+		copy(recv[at*b:(at+1)*b], f.Payload)
 		c.recycle(f)
 		return nil
 	})

@@ -113,6 +113,10 @@ const (
 	DistMaxZeroSignIgnored  = "dist/minmax/zero-sign-ignored"
 	DistNaNPayloadKept      = "dist/reduce/nan-payload-kept"
 	DistRaggedTailDropped   = "dist/pipeline/ragged-tail-dropped"
+	// DistAllToAllChunksSwapped: all_to_all puts the chunks received from ranks 0 and 1 in each
+	// other's place (issue 26: the pencil 2-D FFT's transposition), caught by the pencil specs'
+	// bits against one rank (suites/sharded) and by the collectives' bitwise specs.
+	DistAllToAllChunksSwapped = "dist/all-to-all/chunks-swapped"
 )
 
 // Pipeline parallelism (issue 27, training/pipeline.go): the gradient bugs the frameworks
@@ -151,9 +155,10 @@ func Names() []string {
 		DistNaNPayloadKept, DistRaggedTailDropped,
 		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
 		DistPPGradNotDividedByMicroBatches, DistPPGradLastMicroBatchOnly, DistMoEExpertGradTimesEP, DistMoETieBreakByBackend, // issue 27
-		CPUSDCBitFlipOneDevice,   // issue 25 (h/doctor)
-		CPUMatmulKernelRunsTwice, // issue 24 (h/prof)
-		CPUFFTTwiddleRecurrence,  // issue 26 (h/spectral)
+		CPUSDCBitFlipOneDevice,    // issue 25 (h/doctor)
+		CPUMatmulKernelRunsTwice,  // issue 24 (h/prof)
+		CPUFFTTwiddleRecurrence,   // issue 26 (h/spectral)
+		DistAllToAllChunksSwapped, // issue 26 (h/pencil)
 	}
 }
 
