@@ -84,6 +84,9 @@ type Config struct {
 	// Wrap, when set, wraps this rank's transport (Rank, Inproc) before the communicator is
 	// made: the chaos harness acts on the real outgoing frames through dist.Intercept.
 	Wrap func(dist.Transport) dist.Transport
+	// Join, when set, is how Rank joins the job this process is a rank of (nil: tcp.FromEnv):
+	// train --transport shm passes shm's joiner, which meets through the same store.
+	Join func(ctx context.Context) (dist.Transport, error)
 }
 
 // Observation is one thing a rank did, for Config.Observe.
@@ -105,6 +108,7 @@ type Result struct {
 	World     int      `json:"world"`
 	Mesh      string   `json:"mesh,omitempty"` // with tensor parallelism: the dp x tp mesh
 	Seed      uint64   `json:"seed"`
+	Transport string   `json:"transport,omitempty"` // the transport the ranks moved their frames over (none for one rank)
 	Steps     int      `json:"steps"`
 	StartStep int      `json:"start_step"` // steps already applied by the checkpoint resumed from
 	Losses    []Loss   `json:"losses"`     // the steps this run executed
@@ -168,6 +172,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Model: cfg.Model, DType: cfg.DType.String(), World: world, Mesh: st.mesh(), Seed: cfg.Seed, Steps: cfg.Steps, Device: cfg.Backend.DeviceClass()}
+	if cfg.Comm != nil {
+		res.Transport = dist.Base(cfg.Comm.Transport()).Name()
+	}
 	if cfg.Resume {
 		ld, err := checkpoint.LoadLatest(cfg.CheckpointDir, rank, world)
 		if err != nil {
