@@ -35,10 +35,10 @@ type Fabric struct {
 	// arrived is when the last frame each link delivered arrived (the communicator's
 	// per-peer wait reads it: dist.Timed).
 	arrived map[linkKey]time.Duration
-	faults []Fault
-	sent   []int // frames each rank sent (a corrupting NIC counts them)
-	calls  []map[uint32]*callClock
-	stats  Stats
+	faults  []Fault
+	sent    []int // frames each rank sent (a corrupting NIC counts them)
+	calls   []map[uint32]*callClock
+	stats   Stats
 }
 
 // callClock is what a rank's clock knows of its current collective on one communicator: when
