@@ -99,6 +99,10 @@ type Observation struct {
 	// Compute and Comm split a "step"'s wall time: time in collectives (waits for peers
 	// included) and the rest.
 	Compute, Comm time.Duration
+	// PeerWait is, by rank of Config.Comm, how long the step's collectives on it waited on
+	// each peer (dist.Comm.WaitedOn over the step): the signal of a slow link, which changes
+	// no rank's compute. Nil without a communicator.
+	PeerWait []time.Duration
 }
 
 // Result is what a run reports (rank 0's JSON).
@@ -206,6 +210,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		st.profileTo(clock)
 	}
+	var waited []time.Duration
+	if cfg.Observe != nil && cfg.Comm != nil {
+		waited = cfg.Comm.WaitedOn()
+	}
 	for step := res.StartStep + 1; step <= cfg.Steps; step++ {
 		stepStart := time.Now()
 		loss, grads, err := st.step(ctx, cfg.Seed, step, params)
@@ -228,8 +236,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		if cfg.Observe != nil {
 			wall, comm := time.Since(stepStart), clock.lap()
+			var peerWait []time.Duration
+			if waited != nil {
+				now := cfg.Comm.WaitedOn()
+				peerWait = make([]time.Duration, len(now))
+				for p := range now {
+					peerWait[p] = now[p] - waited[p]
+				}
+				waited = now
+			}
 			cfg.Observe(Observation{Kind: "step", Rank: rank, Step: step, LossBits: res.Losses[len(res.Losses)-1].Bits,
-				Compute: max(wall-comm, 0), Comm: comm})
+				Compute: max(wall-comm, 0), Comm: comm, PeerWait: peerWait})
 		}
 		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 {
 			if err := save(ctx, cfg, m, params, opt, step, rank, world, st.layoutText(), timeout); err != nil {

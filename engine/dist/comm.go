@@ -92,14 +92,15 @@ func (c *Comm) Waited() time.Duration { return time.Duration(c.waited.Load()) }
 // WaitedOn is, per member (by communicator rank), the total time this communicator's calls
 // waited on that member's frames. A slow link or a congested switch changes no rank's compute,
 // only how late its frames come: the peers every rank waits on longest are on it (the chaos
-// straggler watch's signal). A member's frames can be late for what it waited on itself (an
-// all_reduce's reduced chunk waits for every contribution to it), so the wait is the
-// member's lateness as this rank saw it, not its fault alone.
+// straggler watch's signal). Only each call's first frame from a member counts: that one
+// (an all_reduce's contribution, an all_gather block) depends on the member alone, where a
+// later one (a reduced chunk) waits for every contribution to it and would spread one slow
+// rank's lateness over all of them. The ends of a slow link finish each call late, so their
+// first frames of the next call are late to everyone.
 //
-// On the wall clock it is the time each receive from the member was blocked. On a transport
-// layer with its own clock (Timed: a modeled fabric in virtual time, where nothing blocks in
-// modeled time) it is, per call, how far after the call began the member's last frame
-// arrived on that clock, each frame counting only the time past the member's previous frame.
+// On the wall clock it is the time that receive was blocked. On a transport layer with its
+// own clock (Timed: a modeled fabric in virtual time, where nothing blocks in modeled time)
+// it is how far after the call began the frame arrived on that clock.
 func (c *Comm) WaitedOn() []time.Duration {
 	out := make([]time.Duration, len(c.peerWait))
 	for i := range c.peerWait {
@@ -212,8 +213,8 @@ type awaitSet struct {
 	n     map[int]int
 	since time.Time     // when the set last became non-empty
 	total *atomic.Int64 // the communicator's Waited
-	// clk0 is the call's start on the transport's own clock (Timed), last the latest arrival
-	// from each member already counted in WaitedOn.
+	// clk0 is the call's start on the transport's own clock (Timed); last holds the members
+	// whose first frame of the call WaitedOn has counted.
 	clk0 time.Duration
 	last map[int]time.Duration
 }
@@ -250,15 +251,18 @@ func (cl *call) waitedOn(peer int, t0 time.Time) {
 		return
 	}
 	d := time.Since(t0)
+	var a time.Duration
 	if tm := cl.c.timed; tm != nil {
-		a := tm.Arrived(cl.c.opts.ID, cl.c.ranks[peer])
-		w.mu.Lock()
-		from := max(w.clk0, w.last[peer])
-		d = max(a-from, 0)
-		w.last[peer] = max(w.last[peer], a)
-		w.mu.Unlock()
+		a = tm.Arrived(cl.c.opts.ID, cl.c.ranks[peer])
+		d = max(a-w.clk0, 0)
 	}
-	cl.c.peerWait[peer].Add(int64(d))
+	w.mu.Lock()
+	_, seen := w.last[peer]
+	w.last[peer] = a
+	w.mu.Unlock()
+	if !seen {
+		cl.c.peerWait[peer].Add(int64(d))
+	}
 }
 
 // awaited lists the world ranks this call is blocked on, but except.
