@@ -18,6 +18,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/dist/fabric"
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"github.com/tessera-qa/tessera-qa/engine/dist/rdzv"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -97,6 +98,9 @@ func Execute(ctx context.Context, sc *Scenario, o Options) (*Report, error) {
 		ckDir: filepath.Join(o.Dir, "checkpoints"), me: me}
 	if o.Cluster == nil {
 		a.slow = newStragglerWatch(sc.World, func(e Event) { rec.Record(e) }) // a node of a cluster sees one rank
+		if run.Topology != nil {
+			a.slow.waitFloorUS = stragglerVirtualWaitUS // the fabric's clock has no scheduler noise
+		}
 	}
 	rec.Record(Event{Kind: KindScenario, Rank: -1, Detail: sc.Name})
 	var runErr error
@@ -447,6 +451,7 @@ func (t *agentTarget) World() int            { return t.a.sc.World }
 func (t *agentTarget) Run() Run              { return t.a.run }
 func (t *agentTarget) Tap() *Tap             { return nil }
 func (t *agentTarget) CheckpointDir() string { return t.a.ckDir }
+func (t *agentTarget) Fabric() FabricControl { return nil }
 func (t *agentTarget) Nodes() NodeControl {
 	n, _ := t.a.o.Launcher.(NodeControl)
 	return n
@@ -563,6 +568,12 @@ func (a *agent) inproc(ctx context.Context) error {
 			a.record(Event{Kind: KindRestart, Attempt: attempt})
 		}
 		ts := dist.NewInproc(sc.World)
+		var fab *fabric.Fabric
+		if a.run.Topology != nil {
+			// A fresh fabric per attempt: its clocks start with the group, and its faults
+			// (a corrupting NIC) end with the attempt, as a replaced node's would.
+			fab = fabric.New(a.run.Topology, true, sc.Seed+uint64(attempt))
+		}
 		errc := make(chan error, sc.World)
 		var digest string
 		for r := range sc.World {
@@ -571,7 +582,12 @@ func (a *agent) inproc(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			cfg.Comm = dist.NewComm(w.tap.Wrap(ts[r]), dist.Options{Mode: dist.Deterministic, Timeout: time.Duration(sc.CommTimeout)})
+			// The tap above the fabric: what it drops never reaches the fabric's clocks.
+			var t dist.Transport = ts[r]
+			if fab != nil {
+				t, w.fab = fab.Wrap(t), fab
+			}
+			cfg.Comm = dist.NewComm(w.tap.Wrap(t), dist.Options{Mode: dist.Deterministic, Timeout: time.Duration(sc.CommTimeout)})
 			cfg.Observe = w.observe
 			if sc.Profile {
 				cfg.ProfileDir = profileDir(a.o.Dir, attempt)

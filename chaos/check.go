@@ -232,7 +232,7 @@ func Check(sc *Scenario, run Run, ref *Reference, evs []Event) *Report {
 		}
 	}
 	for _, in := range sc.Faults {
-		ex := in.Fault.Expect(run)
+		ex := ExpectAt(in, run)
 		fr := FaultResult{ID: in.ID, Fault: in.Fault.Name(), Rank: in.Rank, Step: in.Step, Expected: expectString(ex)}
 		ie := injected[in.ID]
 		if ie == nil {
@@ -311,10 +311,10 @@ func detection(evs []Event, ie *Event, ex Expect) *Event {
 		if !slices.Contains(ex.Detect, errs.Code(e.Code)) {
 			continue
 		}
-		if e.Code == string(errs.Desync) && len(ex.Fields) > 0 && !slices.Contains(ex.Fields, e.Field) {
-			continue // a relayed abort, or the wrong field: not this fault's detection
+		if (e.Code == string(errs.Desync) || e.Code == string(errs.Straggler)) && len(ex.Fields) > 0 && !slices.Contains(ex.Fields, e.Field) {
+			continue // a relayed abort, the wrong field or the wrong judge: not this fault's detection
 		}
-		if e.Code == string(errs.Straggler) && e.Rank != ie.Rank {
+		if e.Code == string(errs.Straggler) && !slices.Contains(ex.Suspects, e.Rank) && (len(ex.Suspects) > 0 || e.Rank != ie.Rank) {
 			continue // another rank flagged: a false alarm, not this fault found
 		}
 		return e
@@ -341,7 +341,7 @@ func maskedBy(sc *Scenario, run Run, evs []Event, ie *Event, injected map[string
 			if !o.T.After(ie.T) {
 				return id
 			}
-			if detection(evs, o, in.Fault.Expect(run)) != nil {
+			if detection(evs, o, ExpectAt(in, run)) != nil {
 				return id + " (the attempt ended first)"
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/fabric"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
@@ -48,6 +49,8 @@ type Run struct {
 	Root        bool          // the agent may mount and signal (root)
 	Containers  bool          // ranks are containers
 	CheckEvery  int           // checkpoint interval
+	// Topology is the modeled fabric the ranks train over (Scenario.Topology), nil for none.
+	Topology *fabric.Topology
 }
 
 // Expect is what must follow a fault.
@@ -61,6 +64,19 @@ type Expect struct {
 	Fields []string
 	// Restart: detecting it fails the attempt, and the group must restart and resume.
 	Restart bool
+	// Suspects, for E_STRAGGLER: the ranks a detection may name (ExpectAt fills it: the
+	// injection's rank, or the ranks on the slow path a fabric fault makes).
+	Suspects []int
+}
+
+// ExpectAt is what must follow in's fault in run r, with its suspects.
+func ExpectAt(in Injection, r Run) Expect {
+	ex := in.Fault.Expect(r)
+	ex.Suspects = []int{in.Rank}
+	if s, ok := in.Fault.(suspecter); ok {
+		ex.Suspects = s.suspects(r, in.Rank)
+	}
+	return ex
 }
 
 // Target is what a fault acts on where it runs.
@@ -85,6 +101,8 @@ type Target interface {
 	Store() StoreControl
 	// Nodes controls the rank containers (nil unless ranks are containers).
 	Nodes() NodeControl
+	// Fabric is the modeled fabric the rank's frames go over (nil without a topology).
+	Fabric() FabricControl
 }
 
 // Signal is a signal number (syscall.Signal on unix).
@@ -163,6 +181,7 @@ func Catalogue() []Fault {
 		&CheckpointCorrupt{}, &TornWrite{}, &DiskFull{},
 		&StoreRestart{},
 		&NodeKill{}, &NodePause{}, &NodeDisconnect{},
+		&FabricFlap{}, &FabricSlow{}, &FabricCongest{}, &FabricCorrupt{},
 	}
 }
 

@@ -174,6 +174,7 @@ func (t *tapTarget) LastStep() int            { return 0 }
 func (t *tapTarget) LastCheckpoint() int      { return 0 }
 func (t *tapTarget) Store() StoreControl      { return nil }
 func (t *tapTarget) Nodes() NodeControl       { return nil }
+func (t *tapTarget) Fabric() FabricControl    { return nil }
 
 // allReduce runs one f32 all_reduce (avg) of world goroutine ranks, rank `on` with the fault
 // armed on its tap first; it returns every rank's error and result.

@@ -52,6 +52,10 @@ type Event struct {
 	Digest  string    `json:"digest,omitempty"` // done: the final parameters' digest
 	// ComputeMS is a step's wall time outside collectives (the straggler watch's signal).
 	ComputeMS float64 `json:"compute_ms,omitempty"`
+	// WaitUS is, by peer rank, how long the step's collectives waited on each peer's frames
+	// in microseconds (dist.Comm.WaitedOn: the wall clock, or the fabric's in virtual time):
+	// the straggler watch's signal of a slow link or a congested switch.
+	WaitUS []float64 `json:"wait_us,omitempty"`
 }
 
 // HistoryFile is the merged history in a run's artifacts folder; the writers' own files are

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tessera-qa/tessera-qa/engine/dist/fabric"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/training"
@@ -44,6 +45,12 @@ type Scenario struct {
 	// the run's artifacts, profile/attempt-N/; the checker's pass merges each attempt into a
 	// trace and a per-rank summary (profile.go).
 	Profile bool `json:"profile,omitempty"`
+	// Topology, when set, makes the ranks (inproc) train over a modeled fabric of this
+	// description (engine/dist/fabric: nodes=GxL, racks=RxGxL, nvl72...) in virtual time: the
+	// real frames pay each link's modeled cost on a discrete-event clock, which costs no wall
+	// time, so a world of 64 over a slow network runs as fast as its bytes move; the fabric/*
+	// faults act on it.
+	Topology string `json:"topology,omitempty"`
 }
 
 // Defaults for a scenario's zero fields.
@@ -77,6 +84,9 @@ func (s *Scenario) Normalize() error {
 	}
 	if s.Transport == "" {
 		s.Transport = "tcp"
+		if s.Topology != "" {
+			s.Transport = "inproc"
+		}
 	}
 	if s.Backend == "" {
 		s.Backend = "cpu"
@@ -108,6 +118,11 @@ func (s *Scenario) Normalize() error {
 		return errs.New(errs.Input, "chaos: %d steps with a checkpoint every %d (want steps >= 2 and 1 <= checkpoint-every < steps)", s.Steps, s.CheckpointEvery)
 	case s.MaxRestarts < 0:
 		return errs.New(errs.Input, "chaos: --max-restarts %d", s.MaxRestarts)
+	case s.Topology != "" && s.Transport != "inproc":
+		return errs.New(errs.Input, "chaos: --topology %s: the modeled fabric joins goroutine ranks of one process (--transport inproc), not %s", s.Topology, s.Transport)
+	}
+	if _, err := s.topology(); err != nil {
+		return err
 	}
 	if s.Name == "" {
 		var names []string
@@ -130,6 +145,11 @@ func (s *Scenario) Normalize() error {
 		}
 		if err := in.Fault.Available(run); err != nil && errs.CodeOf(err) != errs.Unsupported {
 			return err
+		}
+		if rc, ok := in.Fault.(rankChecker); ok {
+			if err := rc.checkAt(run, in.Rank); err != nil {
+				return err
+			}
 		}
 	}
 	if s.MaxRestarts == 0 {
@@ -168,8 +188,25 @@ func (s *Scenario) Dims() training.Dims {
 
 // Run is what the faults see of the scenario; root: the agent runs as root.
 func (s *Scenario) Run(root bool) Run {
+	topo, _ := s.topology()
 	return Run{Transport: s.Transport, World: s.World, CommTimeout: time.Duration(s.CommTimeout), Backend: s.Backend,
-		Root: root, CheckEvery: s.CheckpointEvery}
+		Root: root, CheckEvery: s.CheckpointEvery, Topology: topo}
+}
+
+// topology is the parsed Topology sized to the world (nil without one); E_INPUT when it does
+// not parse or does not hold the world.
+func (s *Scenario) topology() (*fabric.Topology, error) {
+	if s.Topology == "" {
+		return nil, nil
+	}
+	t, err := fabric.Parse(s.Topology)
+	if err != nil {
+		return nil, errs.Wrap(errs.Input, err, "chaos: --topology")
+	}
+	if t, err = t.For(s.World); err != nil {
+		return nil, errs.Wrap(errs.Input, err, "chaos: --topology (--world %d)", s.World)
+	}
+	return t, nil
 }
 
 // Unavailable lists the scheduled faults that cannot act in this run, with why.
@@ -214,6 +251,7 @@ func RandomScenario(base Scenario, seed uint64, r Run, only []string) (*Scenario
 		return nil, err
 	}
 	r.World, r.Transport, r.CheckEvery, r.CommTimeout, r.Backend = s.World, s.Transport, s.CheckpointEvery, time.Duration(s.CommTimeout), s.Backend
+	r.Topology = s.Run(false).Topology
 	var kinds []Fault
 	for _, f := range Catalogue() {
 		if f.Available(r) == nil && (len(only) == 0 || slices.Contains(only, f.Name())) {
@@ -236,15 +274,17 @@ func RandomScenario(base Scenario, seed uint64, r Run, only []string) (*Scenario
 			hi = s.Steps - k
 		case *DiskFull:
 			hi = s.Steps - k - 1 // a checkpoint must come while the disk is full
-		case *Slow:
+		case *Slow, *FabricFlap, *FabricSlow, *FabricCongest:
 			hi = s.Steps - 4*stragglerWindow // steps enough, while slow, for the watch's windows
 		}
 		if hi < lo {
 			hi = lo
 		}
 		step := lo + rng.IntN(hi-lo+1)
+		rank := rng.IntN(s.World)
 		randomize(f, rng, s.World, time.Duration(s.CommTimeout))
-		s.Faults = append(s.Faults, Injection{ID: fmt.Sprintf("f%d", i), Fault: f, Rank: rng.IntN(s.World), Step: step})
+		randomizeFabric(f, rng, r, rank)
+		s.Faults = append(s.Faults, Injection{ID: fmt.Sprintf("f%d", i), Fault: f, Rank: rank, Step: step})
 	}
 	s.MaxRestarts = 0
 	if err := s.Normalize(); err != nil {
@@ -276,6 +316,30 @@ func randomize(f Fault, rng *rand.Rand, world int, timeout time.Duration) {
 		}
 	case *StoreRestart:
 		f.Down = Duration(time.Duration(50+rng.IntN(400)) * time.Millisecond)
+	}
+}
+
+// randomizeFabric draws a fabric fault's parameters (rank: where it is injected).
+func randomizeFabric(f Fault, rng *rand.Rand, r Run, rank int) {
+	peer := func() *int {
+		p := (rank + 1 + rng.IntN(r.World-1)) % r.World
+		return &p
+	}
+	switch f := f.(type) {
+	case *FabricFlap:
+		f.Peer = peer()
+		p := time.Duration(100+rng.IntN(200)) * time.Microsecond
+		f.Period, f.Down = Duration(p), Duration(p*time.Duration(60+rng.IntN(30))/100)
+	case *FabricSlow:
+		f.Peer, f.Factor = peer(), float64(10+rng.IntN(31))
+	case *FabricCongest:
+		if r.Topology != nil {
+			n := rng.IntN((r.World + r.Topology.NodeSize - 1) / r.Topology.NodeSize)
+			f.Node = &n
+		}
+		f.Factor = float64(4 + rng.IntN(13))
+	case *FabricCorrupt:
+		f.Every = 16 + rng.IntN(241)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/dist/fabric"
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"github.com/tessera-qa/tessera-qa/engine/dist/mesh"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -70,6 +71,8 @@ type worker struct {
 	ckDir   string
 	tap     *Tap
 	emit    func(Event)
+	// fab is the modeled fabric this rank's frames go over (nil: none).
+	fab *fabric.Fabric
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -119,7 +122,11 @@ func (w *worker) observe(o training.Observation) {
 		w.mu.Lock()
 		w.lastStep = o.Step
 		w.mu.Unlock()
-		w.record(Event{Kind: KindStep, Step: o.Step, Bits: o.LossBits, ComputeMS: float64(o.Compute.Microseconds()) / 1e3})
+		var wait []float64
+		for _, d := range o.PeerWait {
+			wait = append(wait, float64(d.Nanoseconds())/1e3)
+		}
+		w.record(Event{Kind: KindStep, Step: o.Step, Bits: o.LossBits, ComputeMS: float64(o.Compute.Microseconds()) / 1e3, WaitUS: wait})
 		// A fault acts after the step's checkpoint when one is due.
 		if k := w.sc.CheckpointEvery; k <= 0 || o.Step%k != 0 {
 			w.trigger(o.Step, false)
@@ -155,7 +162,7 @@ func (w *worker) trigger(step int, checkpointed bool) {
 			ev.Damaged = w.lastCk
 		}
 		w.record(ev)
-		t := &rankTarget{w: w, in: in}
+		t := &rankTarget{w: w, in: in, armed: make(chan struct{})}
 		heal := func(detail string, err error) {
 			if err != nil {
 				detail = "failed: " + err.Error()
@@ -166,8 +173,9 @@ func (w *worker) trigger(step int, checkpointed bool) {
 			heal(in.Fault.Inject(w.ctx, t))
 			continue
 		}
-		// Faults on frames arm the tap and wait for their frame: the step must go on, but
-		// not before the tap is armed, so the fault hits the very next frames.
+		// Faults on frames arm the tap (or put a fault in force on the fabric) and wait for
+		// their frame: the step must go on, but not before the fault is armed, so that it
+		// hits the very next frames.
 		armed := w.tap.armed()
 		done := make(chan struct{})
 		w.wg.Add(1)
@@ -181,6 +189,8 @@ func (w *worker) trigger(step int, checkpointed bool) {
 		for w.tap.armed() <= armed {
 			select {
 			case <-done:
+				break wait
+			case <-t.armed:
 				break wait
 			case <-deadline:
 				break wait
@@ -201,9 +211,28 @@ func syncFault(f Fault) bool {
 
 // rankTarget is a fault's view of the rank process it runs in.
 type rankTarget struct {
-	w  *worker
-	in Injection
+	w     *worker
+	in    Injection
+	armed chan struct{} // closed once a fabric fault is in force
+	once  sync.Once
 }
+
+func (t *rankTarget) Fabric() FabricControl {
+	if t.w.fab == nil {
+		return nil
+	}
+	return rankFabric{t}
+}
+
+// rankFabric is a rank's fault's hold on the fabric: adding a fault arms it.
+type rankFabric struct{ t *rankTarget }
+
+func (f rankFabric) Add(x fabric.Fault) (func(), error) {
+	undo, err := f.t.w.fab.AddFault(x)
+	f.t.once.Do(func() { close(f.t.armed) })
+	return undo, err
+}
+func (f rankFabric) Stats() fabric.Stats { return f.t.w.fab.Stats() }
 
 func (t *rankTarget) Rank() int             { return t.in.Rank }
 func (t *rankTarget) Self() int             { return t.w.self }

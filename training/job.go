@@ -60,11 +60,15 @@ func Inproc(ctx context.Context, cfg Config, world int) (*Result, error) {
 	return res[0], nil
 }
 
-// Rank runs cfg as this process's rank of a tcp job (torchrun's variables): rendezvous, a
-// full mesh of connections, deterministic averaging. Rank 0 writes its result to $ResultEnv
-// when set.
+// Rank runs cfg as this process's rank of a job (torchrun's variables): rendezvous, the
+// transport's connections (tcp's full mesh, or cfg.Join's), deterministic averaging. Rank 0
+// writes its result to $ResultEnv when set.
 func Rank(ctx context.Context, cfg Config) (*Result, error) {
-	t, err := tcp.FromEnv(ctx, 0)
+	join := cfg.Join
+	if join == nil {
+		join = func(ctx context.Context) (dist.Transport, error) { return tcp.FromEnv(ctx, 0) }
+	}
+	t, err := join(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -84,6 +84,9 @@ type Config struct {
 	// Wrap, when set, wraps this rank's transport (Rank, Inproc) before the communicator is
 	// made: the chaos harness acts on the real outgoing frames through dist.Intercept.
 	Wrap func(dist.Transport) dist.Transport
+	// Join, when set, is how Rank joins the job this process is a rank of (nil: tcp.FromEnv):
+	// train --transport shm passes shm's joiner, which meets through the same store.
+	Join func(ctx context.Context) (dist.Transport, error)
 }
 
 // Observation is one thing a rank did, for Config.Observe.
@@ -96,6 +99,10 @@ type Observation struct {
 	// Compute and Comm split a "step"'s wall time: time in collectives (waits for peers
 	// included) and the rest.
 	Compute, Comm time.Duration
+	// PeerWait is, by rank of Config.Comm, how long the step's collectives on it waited on
+	// each peer (dist.Comm.WaitedOn over the step): the signal of a slow link, which changes
+	// no rank's compute. Nil without a communicator.
+	PeerWait []time.Duration
 }
 
 // Result is what a run reports (rank 0's JSON).
@@ -105,6 +112,7 @@ type Result struct {
 	World     int      `json:"world"`
 	Mesh      string   `json:"mesh,omitempty"` // with tensor parallelism: the dp x tp mesh
 	Seed      uint64   `json:"seed"`
+	Transport string   `json:"transport,omitempty"` // the transport the ranks moved their frames over (none for one rank)
 	Steps     int      `json:"steps"`
 	StartStep int      `json:"start_step"` // steps already applied by the checkpoint resumed from
 	Losses    []Loss   `json:"losses"`     // the steps this run executed
@@ -168,6 +176,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Model: cfg.Model, DType: cfg.DType.String(), World: world, Mesh: st.mesh(), Seed: cfg.Seed, Steps: cfg.Steps, Device: cfg.Backend.DeviceClass()}
+	if cfg.Comm != nil {
+		res.Transport = dist.Base(cfg.Comm.Transport()).Name()
+	}
 	if cfg.Resume {
 		ld, err := checkpoint.LoadLatest(cfg.CheckpointDir, rank, world)
 		if err != nil {
@@ -199,6 +210,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		st.profileTo(clock)
 	}
+	var waited []time.Duration
+	if cfg.Observe != nil && cfg.Comm != nil {
+		waited = cfg.Comm.WaitedOn()
+	}
 	for step := res.StartStep + 1; step <= cfg.Steps; step++ {
 		stepStart := time.Now()
 		loss, grads, err := st.step(ctx, cfg.Seed, step, params)
@@ -221,8 +236,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		if cfg.Observe != nil {
 			wall, comm := time.Since(stepStart), clock.lap()
+			var peerWait []time.Duration
+			if waited != nil {
+				now := cfg.Comm.WaitedOn()
+				peerWait = make([]time.Duration, len(now))
+				for p := range now {
+					peerWait[p] = now[p] - waited[p]
+				}
+				waited = now
+			}
 			cfg.Observe(Observation{Kind: "step", Rank: rank, Step: step, LossBits: res.Losses[len(res.Losses)-1].Bits,
-				Compute: max(wall-comm, 0), Comm: comm})
+				Compute: max(wall-comm, 0), Comm: comm, PeerWait: peerWait})
 		}
 		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 {
 			if err := save(ctx, cfg, m, params, opt, step, rank, world, st.layoutText(), timeout); err != nil {

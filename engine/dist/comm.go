@@ -78,6 +78,10 @@ type Comm struct {
 	p2pRecv []uint64
 	// waited is the time this endpoint's calls spent blocked on a peer (awaitSet), ns.
 	waited atomic.Int64
+	// peerWait is, per member, the time this endpoint's calls waited on that member's frames
+	// (WaitedOn), ns; timed is the transport's own clock when a layer has one.
+	peerWait []atomic.Int64
+	timed    Timed
 }
 
 // Waited is the total time this communicator's calls have spent blocked waiting for a peer's
@@ -85,7 +89,56 @@ type Comm struct {
 // for the slowest peer that the collective's time includes.
 func (c *Comm) Waited() time.Duration { return time.Duration(c.waited.Load()) }
 
-func (c *Comm) newAwaitSet() *awaitSet { return &awaitSet{n: map[int]int{}, total: &c.waited} }
+// WaitedOn is, per member (by communicator rank), the total time this communicator's calls
+// waited on that member's frames. A slow link or a congested switch changes no rank's compute,
+// only how late its frames come: the peers every rank waits on longest are on it (the chaos
+// straggler watch's signal). Only each call's first frame from a member counts: that one
+// (an all_reduce's contribution, an all_gather block) depends on the member alone, where a
+// later one (a reduced chunk) waits for every contribution to it and would spread one slow
+// rank's lateness over all of them. The ends of a slow link finish each call late, so their
+// first frames of the next call are late to everyone.
+//
+// On the wall clock it is the time that receive was blocked. On a transport layer with its
+// own clock (Timed: a modeled fabric in virtual time, where nothing blocks in modeled time)
+// it is how far after the call began the frame arrived on that clock.
+func (c *Comm) WaitedOn() []time.Duration {
+	out := make([]time.Duration, len(c.peerWait))
+	for i := range c.peerWait {
+		out[i] = time.Duration(c.peerWait[i].Load())
+	}
+	return out
+}
+
+func (c *Comm) newAwaitSet() *awaitSet {
+	w := &awaitSet{n: map[int]int{}, total: &c.waited, last: map[int]time.Duration{}}
+	if c.timed != nil {
+		w.clk0 = c.timed.Now()
+	}
+	return w
+}
+
+// Timed is a transport layer with a clock of its own (a modeled fabric: fabric.Wrap), found
+// through the layers above it (Wrapper).
+type Timed interface {
+	// Now is this endpoint's time on the layer's clock.
+	Now() time.Duration
+	// Arrived is when, on that clock, the last frame Recv returned from world rank from on
+	// communicator comm arrived.
+	Arrived(comm uint32, from int) time.Duration
+}
+
+func timedOf(t Transport) Timed {
+	for {
+		if tm, ok := t.(Timed); ok {
+			return tm
+		}
+		w, ok := t.(Wrapper)
+		if !ok {
+			return nil
+		}
+		t = w.Unwrap()
+	}
+}
 
 // NewComm returns the world communicator of t.
 func NewComm(t Transport, opts Options) *Comm {
@@ -101,7 +154,8 @@ func newComm(t Transport, opts Options, ranks []int, me int) *Comm {
 		opts.Timeout = DefaultTimeout
 	}
 	return &Comm{t: t, opts: opts, ranks: ranks, me: me,
-		p2pSend: make([]uint64, len(ranks)), p2pRecv: make([]uint64, len(ranks))}
+		p2pSend: make([]uint64, len(ranks)), p2pRecv: make([]uint64, len(ranks)),
+		peerWait: make([]atomic.Int64, len(ranks)), timed: timedOf(t)}
 }
 
 // Sub returns the communicator over the listed world ranks (communicator rank i is ranks[i]).
@@ -159,6 +213,10 @@ type awaitSet struct {
 	n     map[int]int
 	since time.Time     // when the set last became non-empty
 	total *atomic.Int64 // the communicator's Waited
+	// clk0 is the call's start on the transport's own clock (Timed); last holds the members
+	// whose first frame of the call WaitedOn has counted.
+	clk0 time.Duration
+	last map[int]time.Duration
 }
 
 // await marks a receive from world rank r as blocked until the returned func runs.
@@ -182,6 +240,28 @@ func (cl *call) await(r int) func() {
 			w.total.Add(int64(time.Since(w.since)))
 		}
 		w.mu.Unlock()
+	}
+}
+
+// waitedOn adds to WaitedOn what the receive from communicator rank peer that began at t0
+// (wall clock) waited.
+func (cl *call) waitedOn(peer int, t0 time.Time) {
+	w := cl.waiting
+	if w == nil {
+		return
+	}
+	d := time.Since(t0)
+	var a time.Duration
+	if tm := cl.c.timed; tm != nil {
+		a = tm.Arrived(cl.c.opts.ID, cl.c.ranks[peer])
+		d = max(a-w.clk0, 0)
+	}
+	w.mu.Lock()
+	_, seen := w.last[peer]
+	w.last[peer] = a
+	w.mu.Unlock()
+	if !seen {
+		cl.c.peerWait[peer].Add(int64(d))
 	}
 }
 
@@ -259,12 +339,14 @@ func (cl *call) recv(peer int, op Op, wantCount int) (*Frame, error) {
 // checks every field of its header (Expect.Check), so the E_DESYNC names the field that is
 // wrong and what the difference suggests happened.
 func (cl *call) recvSeq(peer int, op Op, seq uint64, part uint32, wantCount int) (*Frame, error) {
+	t0 := time.Now()
 	done := cl.await(cl.c.ranks[peer])
 	f, err := cl.c.t.Recv(cl.ctx, cl.c.opts.ID, cl.c.ranks[peer])
 	done()
 	if err != nil {
 		return nil, cl.commErr(err, peer, "waiting for")
 	}
+	cl.waitedOn(peer, t0)
 	h := f.Header
 	if h.Op == OpAbort {
 		return nil, cl.aborted(f)

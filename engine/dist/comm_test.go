@@ -515,3 +515,28 @@ func TestWaitedIsTheTimeBlockedOnLatePeers(t *testing.T) {
 		t.Errorf("the late rank waited %s, as long as the ones waiting for it", waited[2])
 	}
 }
+
+// WaitedOn names whom a rank waited on: the punctual ranks' waits on the late rank are about
+// its sleep, their waits on each other far shorter. (all_gather: every block comes straight
+// from its owner; an all_reduce's reduced chunks would be late from every owner, since each
+// waits for the late contribution.)
+func TestWaitedOnNamesTheLatePeer(t *testing.T) {
+	const late = 80 * time.Millisecond
+	on := make([][]time.Duration, 3)
+	es := world(t, 3, Options{Timeout: 5 * time.Second}, nil, func(c *Comm) error {
+		if c.Rank() == 2 {
+			time.Sleep(late)
+		}
+		b := make([]byte, 64)
+		err := c.AllGather(context.Background(), numerics.F32, b, make([]byte, 3*64))
+		on[c.Rank()] = c.WaitedOn()
+		return err
+	})
+	noErr(t, es)
+	for _, r := range []int{0, 1} {
+		other := 1 - r
+		if on[r][2] < late/2 || on[r][other] > late/2 || on[r][r] != 0 {
+			t.Errorf("rank %d waited %v (by peer) with rank 2 %s late: want about %s on rank 2, little on rank %d, none on itself", r, on[r], late, late, other)
+		}
+	}
+}

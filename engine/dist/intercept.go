@@ -26,3 +26,5 @@ func (t *intercepted) Send(ctx context.Context, to int, f *Frame) error {
 	}
 	return ctx.Err()
 }
+
+func (t *intercepted) Unwrap() Transport { return t.Transport }

@@ -24,3 +24,21 @@ type Transport interface {
 	// Close releases the endpoint; pending and later calls fail.
 	Close() error
 }
+
+// A Wrapper is a transport layered on another (an interception, a modeled fabric): Unwrap
+// returns the one below, so that what a layer adds (a clock) and what the bottom is (its
+// Name) can be found through any stack of layers.
+type Wrapper interface {
+	Unwrap() Transport
+}
+
+// Base is the bottom transport of t's layers.
+func Base(t Transport) Transport {
+	for {
+		w, ok := t.(Wrapper)
+		if !ok {
+			return t
+		}
+		t = w.Unwrap()
+	}
+}

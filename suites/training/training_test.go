@@ -156,6 +156,18 @@ var _ = Describe("the reference training workload", func() {
 		Expect(c.Digest).To(Equal(a.Digest), "the transport moves bytes; it must not change the sum")
 	})
 
+	It("gives `--mesh dp=2 --transport shm` (process ranks, shared-memory rings) the in-process ranks' curve and digest", func() {
+		args := []string{"--model", "mlp", "--steps", "50", "--seed", "1", "--mesh", "dp=2"}
+		code, a := cli(append(args, "--transport", "shm")...)
+		Expect(code).To(Equal(0))
+		_, c := cli(append(args, "--transport", "inproc")...)
+		Expect(a.World).To(Equal(2))
+		Expect(a.Transport).To(Equal("shm"), "the frames must have gone through the rings, not a fallback")
+		Expect(c.Transport).To(Equal("inproc"))
+		Expect(lossBits(a)).To(Equal(lossBits(c)))
+		Expect(a.Digest).To(Equal(c.Digest), "the transport moves bytes; it must not change the sum")
+	})
+
 	It("trains the transformer block tensor-parallel on a dp=2,tp=2 mesh: process ranks over tcp give the goroutine ranks' bits, twice", func() {
 		args := []string{"--model", "transformer-block", "--steps", "20", "--seed", "1", "--mesh", "dp=2,tp=2"}
 		code, a := cli(append(args, "--transport", "tcp")...)

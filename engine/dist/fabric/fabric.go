@@ -32,10 +32,13 @@ type Fabric struct {
 	rng    []*rand.Rand
 	stamps map[linkKey][]time.Duration
 	links  map[linkKey]*sync.Mutex
-	faults []Fault
-	sent   []int // frames each rank sent (a corrupting NIC counts them)
-	calls  []map[uint32]*callClock
-	stats  Stats
+	// arrived is when the last frame each link delivered arrived (the communicator's
+	// per-peer wait reads it: dist.Timed).
+	arrived map[linkKey]time.Duration
+	faults  []Fault
+	sent    []int // frames each rank sent (a corrupting NIC counts them)
+	calls   []map[uint32]*callClock
+	stats   Stats
 }
 
 // callClock is what a rank's clock knows of its current collective on one communicator: when
@@ -139,7 +142,7 @@ func New(topo *Topology, virtual bool, seed uint64) *Fabric {
 	n := topo.World
 	f := &Fabric{topo: topo, virtual: virtual, epoch: time.Now(), clock: make([]time.Duration, n),
 		port: make([][classLimit]time.Duration, n), busy: make([][classLimit][]span, n), rng: make([]*rand.Rand, n),
-		stamps: map[linkKey][]time.Duration{}, links: map[linkKey]*sync.Mutex{}, sent: make([]int, n), calls: make([]map[uint32]*callClock, n)}
+		stamps: map[linkKey][]time.Duration{}, links: map[linkKey]*sync.Mutex{}, arrived: map[linkKey]time.Duration{}, sent: make([]int, n), calls: make([]map[uint32]*callClock, n)}
 	for r := range f.rng {
 		f.calls[r] = map[uint32]*callClock{}
 		f.rng[r] = rand.New(rand.NewPCG(seed, 0xfab+uint64(r)))
@@ -181,6 +184,17 @@ type endpoint struct {
 
 // Now is this rank's fabric time.
 func (e *endpoint) Now() time.Duration { return e.f.Now(e.Rank()) }
+
+// Arrived is when the last frame this rank took from rank from on comm arrived, on the
+// fabric's clock (dist.Timed).
+func (e *endpoint) Arrived(comm uint32, from int) time.Duration {
+	e.f.mu.Lock()
+	defer e.f.mu.Unlock()
+	return e.f.arrived[linkKey{comm, from, e.Rank()}]
+}
+
+// Unwrap is the transport below the fabric (dist.Wrapper).
+func (e *endpoint) Unwrap() dist.Transport { return e.Transport }
 
 // Fabric is the fabric this endpoint belongs to.
 func (e *endpoint) Fabric() *Fabric { return e.f }
@@ -240,11 +254,17 @@ func (e *endpoint) Send(ctx context.Context, to int, fr *dist.Frame) error {
 
 func (e *endpoint) Recv(ctx context.Context, comm uint32, from int) (*dist.Frame, error) {
 	fr, err := e.Transport.Recv(ctx, comm, from)
-	if err != nil || !e.f.virtual {
+	if err != nil {
 		return fr, err
 	}
 	me := e.Rank()
 	k := linkKey{comm, from, me}
+	if !e.f.virtual {
+		e.f.mu.Lock()
+		e.f.arrived[k] = time.Since(e.f.epoch)
+		e.f.mu.Unlock()
+		return fr, nil
+	}
 	e.f.mu.Lock()
 	if q := e.f.stamps[k]; len(q) > 0 {
 		if fr.Op != dist.OpSend && fr.Op != dist.OpAbort {
@@ -253,6 +273,7 @@ func (e *endpoint) Recv(ctx context.Context, comm uint32, from int) (*dist.Frame
 			cc.arr[d] = max(cc.arr[d], q[0])
 		}
 		e.f.clock[me] = max(e.f.clock[me], q[0])
+		e.f.arrived[k] = q[0]
 		e.f.stamps[k] = q[1:]
 	}
 	e.f.mu.Unlock()

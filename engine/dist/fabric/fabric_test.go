@@ -277,3 +277,48 @@ func noErrs(t *testing.T, es []error) {
 		}
 	}
 }
+
+// TestWaitedOnNamesTheSlowLink: in virtual time, every rank's per-peer wait (dist.Comm.WaitedOn,
+// on the fabric's clock) is longest on the two ends of a slow link: they end the first
+// all_reduce at least one slowed latency late (each waits for the other's contribution over
+// it), so their contributions to the second come that late to everyone, where a healthy
+// peer's come within a few healthy latencies.
+func TestWaitedOnNamesTheSlowLink(t *testing.T) {
+	topo := mustTopo(t, "nodes=2x4", 8)
+	const factor = 40
+	fab := New(topo, true, 1)
+	if err := fab.SetFaults([]Fault{{Kind: Slow, A: 1, B: 6, Factor: factor}}); err != nil {
+		t.Fatal(err)
+	}
+	on := make([][]time.Duration, 8)
+	noErrs(t, runWorld(fab, dist.Options{}, func(c *dist.Comm) error {
+		b := make([]byte, 4*256)
+		for range 2 {
+			if err := c.AllReduce(context.Background(), numerics.F32, b, b, dist.Sum); err != nil {
+				return err
+			}
+		}
+		on[c.Rank()] = c.WaitedOn()
+		return nil
+	}))
+	slowLat := factor * topo.Links[Net].Latency
+	for r, w := range on {
+		for p, d := range w {
+			switch {
+			case p == r:
+				if d != 0 {
+					t.Errorf("rank %d waited %s on itself", r, d)
+				}
+			case (p == 1 || p == 6) && r != 1 && r != 6:
+				if d < slowLat-topo.Links[Net].Latency { // less the observer's own lag in the first call
+					t.Errorf("rank %d waited %s on rank %d, an end of the slow link: want about its latency %s", r, d, p, slowLat)
+				}
+			case p != 1 && p != 6:
+				if d > slowLat/4 {
+					t.Errorf("rank %d waited %s on the healthy rank %d (the slow link's latency is %s)", r, d, p, slowLat)
+				}
+			}
+		}
+	}
+	t.Logf("rank 0 waited %v", on[0])
+}

@@ -2,6 +2,8 @@ package fabric
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/tessera-qa/tessera-qa/engine/errs"
@@ -75,6 +77,27 @@ func (f *Fabric) SetFaults(fs []Fault) error {
 	defer f.mu.Unlock()
 	f.faults = append([]Fault(nil), fs...)
 	return nil
+}
+
+// AddFault puts x in force beside the faults already in force and returns its undo (which
+// removes this one only): a chaos fault that starts and heals while the job runs.
+func (f *Fabric) AddFault(x Fault) (undo func(), err error) {
+	if err := x.Validate(f.topo); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.faults = append(f.faults, x)
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if i := slices.Index(f.faults, x); i >= 0 {
+				f.faults = slices.Delete(f.faults, i, i+1)
+			}
+		})
+	}, nil
 }
 
 func (x Fault) onLink(a, b int) bool { return (x.A == a && x.B == b) || (x.A == b && x.B == a) }

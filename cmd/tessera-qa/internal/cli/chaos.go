@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/tessera-qa/tessera-qa/engine/dist/launch"
 	"os"
@@ -49,7 +51,17 @@ reference and the report are in --artifacts.
 Faults (chaos.Catalogue, hierarchical names): rank/kill rank/hang rank/slow net/partition
 net/drop net/corrupt net/duplicate net/delay device/nan device/illegal-address device/oom
 checkpoint/corrupt checkpoint/torn-write disk/full rdzv/store-restart node/kill node/pause
-node/disconnect. --faults takes NAME or NAME@RANK:STEP. --list prints which act here.
+node/disconnect fabric/flap fabric/slow-link fabric/congest fabric/corrupt-nic. --faults takes
+NAME, NAME@RANK:STEP or either with ?KEY=VALUE&... parameters (fabric/slow-link@3:12?peer=11&factor=20,
+fabric/congest@8:12?node=1); with --schedule random it takes the kinds to draw from, FAMILY/* for a
+family (fabric/*). --list prints which act here.
+
+--topology nodes=8x8 (with --world 64) makes the goroutine ranks train over the modeled fabric
+(engine/dist/fabric) in virtual time: the real frames pay their links' modeled latency and
+bandwidth on a discrete-event clock, which costs no wall time. The fabric/* faults act on it: a
+flapping link, a slow link and a congested switch must be named by the straggler watch from the
+ranks' per-peer waits (E_STRAGGLER: the ranks on the slow path, with time-to-detect), a NIC that
+corrupts one frame in N by the receiver's CRC (E_DESYNC) and a restart from the checkpoint.
 
 Locally the ranks are processes started by this command (--transport tcp) or goroutines
 (--transport inproc: only the net/* and device/nan faults). Under torchrun or srun (RANK or
@@ -62,6 +74,8 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
   tessera-qa chaos --schedule random --count 10 --seed 1 --world 3
   tessera-qa chaos --hang-rank 2 --for 10s --world 4
   tessera-qa chaos --faults net/corrupt@1:12,checkpoint/torn-write@0:30 --world 3
+  tessera-qa chaos --world 64 --topology nodes=8x8 --faults fabric/slow-link@3:10?peer=11,fabric/corrupt-nic@20:30
+  tessera-qa chaos --world 64 --topology nodes=8x8 --schedule random --count 20 --faults 'fabric/*'
   srun --ntasks=4 tessera-qa chaos --kill-rank 1 --artifacts /shared/chaos --json out/chaos.json`,
 		Args: exactArgs(),
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
@@ -74,6 +88,9 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 			}
 			if list {
 				sc := base
+				if sc.Topology != "" && !cmd.Flags().Changed("transport") {
+					sc.Transport = "inproc"
+				}
 				if err := sc.Normalize(); err != nil {
 					return usage(cmd, "%v", err)
 				}
@@ -88,6 +105,9 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 				return nil
 			}
 			base.CommTimeout, base.Bound = chaos.Duration(commTimeout), chaos.Duration(bound)
+			if base.Topology != "" && !cmd.Flags().Changed("transport") {
+				base.Transport = "inproc" // the modeled fabric joins goroutine ranks
+			}
 			if base.Mesh != "" && !cmd.Flags().Changed("world") {
 				base.World = 0 // the mesh's ranks
 			}
@@ -187,7 +207,8 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 	f.BoolVar(&list, "list", false, "list the fault kinds and whether each can act in this run")
 	f.IntVar(&base.World, "world", 3, "ranks")
 	f.StringVar(&base.Mesh, "mesh", "", "train the workload on this mesh (dp=N,tp=M tensor-, dp=N,pp=P pipeline- or dp=N,ep=M expert-parallel); the world is its ranks")
-	f.StringVar(&base.Transport, "transport", "tcp", "tcp (process ranks) or inproc (goroutine ranks)")
+	f.StringVar(&base.Transport, "transport", "tcp", "tcp (process ranks) or inproc (goroutine ranks; the default with --topology)")
+	f.StringVar(&base.Topology, "topology", "", "train over a modeled fabric of this topology in virtual time (nodes=GxL, racks=RxGxL, nvl72; goroutine ranks): the fabric/* faults act on it")
 	f.StringVar(&base.Workload, "workload", "train:mlp", "train:mlp, train:transformer-block or train:moe (with --mesh dp=N,ep=M)")
 	f.StringVar(&base.Backend, "backend", "cpu", "the workload's backend: cpu or cuda")
 	f.IntVar(&base.Steps, "steps", chaos.DefaultSteps, "training steps")
@@ -257,6 +278,18 @@ func chaosScenarios(cmd *cobra.Command, base chaos.Scenario, killRank, atStep, h
 		var only []string
 		if faults != "" {
 			for _, n := range strings.Split(faults, ",") {
+				if prefix, ok := strings.CutSuffix(n, "/*"); ok { // a family: fabric/*
+					before := len(only)
+					for _, k := range chaos.Names() {
+						if strings.HasPrefix(k, prefix+"/") {
+							only = append(only, k)
+						}
+					}
+					if len(only) == before {
+						return nil, false, usage(cmd, "--faults %s: no fault kind is named %s/...", n, prefix)
+					}
+					continue
+				}
 				if _, err := chaos.NewFault(n); err != nil {
 					return nil, false, usage(cmd, "%v", err)
 				}
@@ -298,10 +331,16 @@ func chaosScenarios(cmd *cobra.Command, base chaos.Scenario, killRank, atStep, h
 	default:
 		parts := strings.Split(faults, ",")
 		for i, p := range parts {
-			name, where, hasWhere := strings.Cut(strings.TrimSpace(p), "@")
+			p, query, _ := strings.Cut(strings.TrimSpace(p), "?")
+			name, where, hasWhere := strings.Cut(p, "@")
 			f, err := chaos.NewFault(name)
 			if err != nil {
 				return nil, false, usage(cmd, "%v", err)
+			}
+			if query != "" {
+				if err := faultParams(f, query); err != nil {
+					return nil, false, usage(cmd, "--faults %q: %v", p, err)
+				}
 			}
 			in := chaos.Injection{Fault: f, Rank: (i + 1) % norm.World, Step: (i + 1) * norm.Steps / (len(parts) + 1)}
 			if hasWhere {
@@ -322,4 +361,28 @@ func chaosScenarios(cmd *cobra.Command, base chaos.Scenario, killRank, atStep, h
 		return nil, false, usage(cmd, "%v", err)
 	}
 	return []*chaos.Scenario{&sc}, true, nil
+}
+
+// faultParams sets a fault's parameters from KEY=VALUE&... (its JSON fields: numbers as
+// numbers, anything else as a string, so durations read "150us").
+func faultParams(f chaos.Fault, query string) error {
+	m := map[string]any{}
+	for _, kv := range strings.Split(query, "&") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("parameter %q: want KEY=VALUE", kv)
+		}
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			m[k] = n
+		} else {
+			m[k] = v
+		}
+	}
+	b, _ := json.Marshal(m)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(f); err != nil {
+		return fmt.Errorf("parameters of %s: %v", f.Name(), err)
+	}
+	return nil
 }

@@ -33,6 +33,10 @@ import (
 
 func init() { registerVerb(newTrainCmd) }
 
+// trainJoiners are the process transports train takes beside tcp (training.Rank's default),
+// by --transport name: each joins the job from the launcher's variables.
+var trainJoiners = map[string]func(context.Context) (dist.Transport, error){}
+
 func newTrainCmd(e *env) *cobra.Command {
 	var (
 		cfg                              training.Config
@@ -53,7 +57,8 @@ differentiated by engine/autodiff, compiled once, stepped with AdamW (or SGD) up
 --mesh dp=N splits every step's global batch over N data-parallel ranks whose gradients are
 averaged in deterministic mode (the bits do not depend on arrival order): goroutines with
 --transport inproc, processes with --transport tcp (started through tessera-qa launch's
-machinery, or joined under a launcher). --mesh dp=N,tp=M adds tensor parallelism: the step
+machinery, or joined under a launcher) or --transport shm (processes of one machine, launched
+the same way, frames through shared-memory rings: engine/dist/shm). --mesh dp=N,tp=M adds tensor parallelism: the step
 (forward, loss, gradient) is compiled for the N x M mesh by the compiler's shard pass, the
 batch split over dp, the weights as Megatron-LM splits them over tp (column- then
 row-parallel pairs), each rank holding its blocks; the final digest is of the whole
@@ -161,8 +166,10 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			} else if cfg.MicroBatches < 0 || cfg.Chunks < 0 {
 				return usage(cmd, "--micro-batches and --chunks must be >= 0")
 			}
-			if transport != "inproc" && transport != "tcp" {
-				return usage(cmd, "--transport %q: want inproc or tcp", transport)
+			if join, ok := trainJoiners[transport]; ok {
+				cfg.Join = join
+			} else if transport != "inproc" && transport != "tcp" {
+				return usage(cmd, "--transport %q: want inproc, tcp or shm", transport)
 			}
 			b, err := backend.Get(backendArg)
 			if err != nil {
@@ -185,7 +192,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 			var res *training.Result
 			w := e.human(jsonPath)
 			switch {
-			case transport == "tcp" && launch.InJob():
+			case transport != "inproc" && launch.InJob():
 				if os.Getenv(training.ResultEnv) == "" { // under an outside launcher: the log is the progress
 					cfg.Progress = func(step int, loss float64) { fmt.Fprintf(e.stderr, "step %d loss %.6g\n", step, loss) }
 				}
@@ -198,7 +205,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 				if os.Getenv(training.ResultEnv) != "" {
 					return nil // a self-launched rank: the starting process prints
 				}
-			case transport == "tcp" && world > 1:
+			case transport != "inproc" && world > 1:
 				exe, err := collectivesExe()
 				if err != nil {
 					return errs.New(errs.Internal, "train: cannot find this program to start its ranks: %v", err)
@@ -255,7 +262,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 	f.StringVar(&cfg.Schedule, "schedule", "1f1b", "with a pp axis: the pipeline schedule, gpipe, 1f1b or interleaved")
 	f.IntVar(&cfg.MicroBatches, "micro-batches", 0, "with a pp axis: micro-batches per step (0: 2 x pp)")
 	f.IntVar(&cfg.Chunks, "chunks", 0, "with a pp axis: stages per rank (0: 1, or 2 for interleaved)")
-	f.StringVar(&transport, "transport", "inproc", "inproc (goroutine ranks) or tcp (process ranks)")
+	f.StringVar(&transport, "transport", "inproc", "inproc (goroutine ranks), tcp (process ranks) or shm (process ranks of one machine, shared-memory rings)")
 	f.StringVar(&dtype, "dtype", "f32", "parameter and activation dtype")
 	f.StringVar(&optName, "optimizer", "adamw", "adamw or sgd")
 	f.Float64Var(&lr, "lr", 1e-2, "learning rate")
