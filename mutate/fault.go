@@ -244,6 +244,9 @@ var catalogue = []Fault{
 	{Name: fp.CPUFFTTwiddleRecurrence, Layer: LayerCPU, Hook: "engine/backend/cpu/fft.go twiddleTable", Ops: []string{"fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2"},
 		First:  []string{"spectral"},
 		Breaks: "the mixed-radix plan computes its twiddle factors by the recurrence w_k = w_(k-1) * w_1 in the working precision: their error grows with k, so the transform's error grows like N instead of sqrt(log N) (the accuracy suite's growth fit)"},
+	{Name: fp.ConvFFTCropOffByOne, Layer: LayerCompiler, Hook: "engine/compiler/conv_fft.go convByFFT", Ops: []string{"conv1d", "conv2d"},
+		First:  []string{"rewrite"},
+		Breaks: "the conv -> rfft o complex_mul o irfft rewrite crops the cyclic correlation one point late on every spatial axis: each output is its right neighbour's value (the last one wraps), so the shape is right and only a numeric comparison sees it"},
 }
 
 // moeOps are the ops of the moe model's graphs (router, experts, loss).

@@ -154,6 +154,7 @@ func Names() []string {
 		CPUSDCBitFlipOneDevice,   // issue 25 (h/doctor)
 		CPUMatmulKernelRunsTwice, // issue 24 (h/prof)
 		CPUFFTTwiddleRecurrence,  // issue 26 (h/spectral)
+		ConvFFTCropOffByOne,      // issue 26 (h/conv)
 	}
 }
 
@@ -285,3 +286,7 @@ const (
 
 // Spectral ops (issue 26): caught by the spectral accuracy suite's growth fit.
 const CPUFFTTwiddleRecurrence = "cpu/fft/twiddle-recurrence"
+
+// ConvFFTCropOffByOne: the conv -> FFT rewrite crops its cyclic result one point late on each
+// spatial axis (engine/compiler/conv_fft.go), caught by suites/rewrite's numeric specs.
+const ConvFFTCropOffByOne = "compiler/conv-fft/crop-offset-off-by-one"

@@ -58,4 +58,3 @@ func TestConvErrorCodes(t *testing.T) {
 		t.Errorf("kernel larger than input: %v", err)
 	}
 }
-

@@ -46,11 +46,11 @@ func init() {
 // is a conv2d over a height of 1 (In, K and Out [0] are 1, Stride and Dil [0] 1, Pad [0] 0),
 // so one lowering, one golden model and one rewrite serve both.
 type ConvGeom struct {
-	Dims                  int // spatial axes of the op: 1 or 2
-	N, C, Co, G, Cg, Cog  int // batch, in/out channels, groups, channels per group (in, out)
-	In, K, Out            [2]int
-	Stride, Pad, Dil      [2]int
-	Bias                  bool
+	Dims                 int // spatial axes of the op: 1 or 2
+	N, C, Co, G, Cg, Cog int // batch, in/out channels, groups, channels per group (in, out)
+	In, K, Out           [2]int
+	Stride, Pad, Dil     [2]int
+	Bias                 bool
 }
 
 // Padded is the zero-padded input's spatial size on axis a.
