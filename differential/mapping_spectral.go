@@ -17,4 +17,7 @@ var spectralRows = []OpMapping{
 	{"complex_mul", "composite (xr*yr - xi*yi, xr*yi + xi*yr) on the real view", "the same composite",
 		"f32 and f64 compute in their dtype (each product and difference rounded, as the engine's desugaring); f16, bf16 and fp8 compute in f32 and round once, in the engine and the oracle"},
 	{"conj", "stack(re, -im)", "the same", "bitwise but for the sign of im"},
+	{"conv1d", "torch.nn.functional.conv1d(x, w, b, stride, padding, dilation, groups)", "jax.lax.conv_general_dilated (NCH/OIH, rhs_dilation, feature_group_count, HIGHEST precision)",
+		"f16/bf16 compute in f32 and round once in both oracles, as the engine accumulates in f32; the summation order differs (tolerance scales with C_in/groups*K)"},
+	{"conv2d", "torch.nn.functional.conv2d", "jax.lax.conv_general_dilated (NCHW/OIHW)", "as conv1d"},
 }

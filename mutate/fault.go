@@ -248,6 +248,9 @@ var catalogue = []Fault{
 	{Name: fp.DistAllToAllChunksSwapped, Layer: LayerDist, Hook: "engine/dist/collectives.go (*Comm).AllToAll", First: []string{"sharded"},
 		Ops:    []string{"all_to_all", "fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "softmax", "log_softmax", "layernorm", "rmsnorm"},
 		Breaks: "all_to_all puts the chunks it receives from ranks 0 and 1 in each other's place: every value arrives, in the wrong block, so a pencil 2-D FFT on 2 or more ranks transforms scrambled columns (its bits and its error against the definition both show it); one rank is untouched"},
+	{Name: fp.ConvFFTCropOffByOne, Layer: LayerCompiler, Hook: "engine/compiler/conv_fft.go convByFFT", Ops: []string{"conv1d", "conv2d"},
+		First:  []string{"rewrite"},
+		Breaks: "the conv -> rfft o complex_mul o irfft rewrite crops the cyclic correlation one point late on every spatial axis: each output is its right neighbour's value (the last one wraps), so the shape is right and only a numeric comparison sees it"},
 }
 
 // moeOps are the ops of the moe model's graphs (router, experts, loss).

@@ -225,6 +225,7 @@ func meshed(rule, op, hook, line string, detail string) Case {
 func Cases() []Case {
 	out := append([]Case{}, textCases...)
 	out = append(out, spectralCases...) // catalogue_spectral.go
+	out = append(out, convCases...)     // catalogue_conv.go
 	return append(out, editCases()...)
 }
 

@@ -380,6 +380,9 @@ func Terms(n *graph.Node) int {
 		return in.NumElems()
 	case graph.KindSpectral, graph.KindComplex:
 		return spectralTerms(n) // templates_spectral.go
+	case graph.KindConv:
+		k := n.Inputs[1].Type.NumElems() / n.Inputs[1].Type.Shape[0]
+		return k
 	}
 	return 1
 }

@@ -51,6 +51,8 @@ func (b *builder) apply(d *graph.OpDef) error {
 		err = b.loss(d)
 	case graph.KindSpectral, graph.KindComplex:
 		err = b.spectral(d) // templates_spectral.go
+	case graph.KindConv:
+		err = b.conv(d) // templates_conv.go
 	default:
 		err = fmt.Errorf("no template for op kind %d of %s", d.Kind, d.Name)
 	}

@@ -144,6 +144,33 @@ func Catalogue() []Entry {
 			},
 			Expect: opCount("attention", 0)},
 
+		// ---- conv-fft: a large-kernel conv becomes rfft o complex_mul o irfft (issue 26) ----
+		{Name: "conv-fft/match/conv1d-k63-l1024", Pass: ConvFFT, Rewrite: true, Tol: &convFFTTol,
+			Build: func(b *graph.Builder) {
+				b.Output(b.Named("y", "conv1d", graph.Attrs{"padding": graph.Ints(31)}, b.Input("x", f32, 4, 2, 1024), b.Input("w", f32, 2, 2, 63), b.Input("b", f32, 2)))
+			},
+			Expect: all(opCount("conv1d", 0), opCount("rfft", 2), opCount("irfft", 1), opCount("complex_mul", 1))},
+		{Name: "conv-fft/match/conv2d-31x31", Pass: ConvFFT, Rewrite: true, Tol: &convFFTTol,
+			Build: func(b *graph.Builder) {
+				b.Output(b.Named("y", "conv2d", graph.Attrs{"padding": graph.Ints(15), "groups": graph.Int(2)}, b.Input("x", f32, 1, 2, 40, 36), b.Input("w", f32, 2, 1, 31, 31)))
+			},
+			Expect: all(opCount("conv2d", 0), opCount("rfft2", 2), opCount("irfft2", 1), opCount("complex_mul", 1))},
+		{Name: "conv-fft/near-miss/conv2d-3x3", Pass: ConvFFT, Condition: "a 3x3 kernel costs less direct, even over 64 channels", Bitwise: true, Tol: &convFFTTol,
+			Build: func(b *graph.Builder) {
+				b.Output(b.Named("y", "conv2d", graph.Attrs{"padding": graph.Ints(1)}, b.Input("x", f32, 1, 64, 16, 16), b.Input("w", f32, 64, 64, 3, 3)))
+			},
+			Expect: all(hasNode("y", "conv2d"), opCount("rfft2", 0))},
+		{Name: "conv-fft/near-miss/conv1d-strided", Pass: ConvFFT, Condition: "a strided conv is left direct", Bitwise: true,
+			Build: func(b *graph.Builder) {
+				b.Output(b.Named("y", "conv1d", graph.Attrs{"stride": graph.Ints(2)}, b.Input("x", f32, 1, 2, 1024), b.Input("w", f32, 2, 2, 63)))
+			},
+			Expect: all(hasNode("y", "conv1d"), opCount("rfft", 0))},
+		{Name: "conv-fft/near-miss/conv1d-bf16", Pass: ConvFFT, Condition: "bf16 has no FFT: left direct", Bitwise: true,
+			Build: func(b *graph.Builder) {
+				b.Output(b.Named("y", "conv1d", nil, b.Input("x", bf16, 1, 2, 1024), b.Input("w", bf16, 2, 2, 63)))
+			},
+			Expect: all(hasNode("y", "conv1d"), opCount("rfft", 0))},
+
 		// ---- fuse-elementwise: chains of elementwise nodes become one kernel ----
 		{Name: "fuse-elementwise/match/chain", Pass: FuseElementwise, Rewrite: true, Bitwise: true,
 			Build: func(b *graph.Builder) {

@@ -442,6 +442,7 @@ def mse_loss(b, n, a):
 import spectral_ops  # noqa: E402  (issue 26)
 
 _SPECTRAL = spectral_ops.jax_ops()
+_SPECTRAL.update(spectral_ops.jax_conv_ops())
 
 OPS = {
     "neg": unary("negative"), "abs": unary("abs"), "relu": relu,
@@ -466,6 +467,7 @@ OPS = {
     "fft": _SPECTRAL["fft"], "ifft": _SPECTRAL["ifft"], "rfft": _SPECTRAL["rfft"], "irfft": _SPECTRAL["irfft"],
     "fft2": _SPECTRAL["fft2"], "ifft2": _SPECTRAL["ifft2"], "rfft2": _SPECTRAL["rfft2"], "irfft2": _SPECTRAL["irfft2"],
     "complex_mul": _SPECTRAL["complex_mul"], "conj": _SPECTRAL["conj"],
+    "conv1d": _SPECTRAL["conv1d"], "conv2d": _SPECTRAL["conv2d"],
 }
 
 if __name__ == "__main__":

@@ -101,3 +101,46 @@ def jax_ops():
     ops.update({k: two(k) for k in ("fft2", "ifft2", "rfft2", "irfft2")})
     ops.update({"complex_mul": complex_mul, "conj": conj})
     return ops
+
+
+def _conv_kw(n, dims):
+    at = _at(n)
+
+    def pair(name, dflt):
+        v = list(at.get(name, [dflt]))
+        return tuple(v * dims if len(v) == 1 else v)
+    return pair("stride", 1), pair("padding", 0), pair("dilation", 1), at.get("groups", 1)
+
+
+def torch_conv_ops():
+    """conv1d/conv2d (issue 26): torch.nn.functional.conv*d; f16/bf16 in f32, rounded once."""
+    def conv(dims):
+        def f(b, n, a):
+            dt = a[0].dtype
+            wide = b.opmath(a[0])
+            x, w = a[0].to(wide), a[1].to(wide)
+            bias = a[2].to(wide) if len(a) > 2 else None
+            s, p, d, g = _conv_kw(n, dims)
+            fn = b.F.conv1d if dims == 1 else b.F.conv2d
+            return fn(x, w, bias, stride=s, padding=p, dilation=d, groups=g).to(dt)
+        return f
+    return {"conv1d": conv(1), "conv2d": conv(2)}
+
+
+def jax_conv_ops():
+    """conv1d/conv2d through jax.lax.conv_general_dilated (NCH[W], OIH[W])."""
+    def conv(dims):
+        def f(b, n, a):
+            dt = a[0].dtype
+            wide = b.jnp.float64 if dt == b.jnp.float64 else b.jnp.float32
+            x, w = a[0].astype(wide), a[1].astype(wide)
+            s, p, d, g = _conv_kw(n, dims)
+            spec = ("NCH", "OIH", "NCH") if dims == 1 else ("NCHW", "OIHW", "NCHW")
+            y = b.jax.lax.conv_general_dilated(x, w, window_strides=s, padding=[(q, q) for q in p],
+                                               rhs_dilation=d, dimension_numbers=spec, feature_group_count=g,
+                                               precision=b.jax.lax.Precision.HIGHEST)
+            if len(a) > 2:
+                y = y + a[2].astype(wide).reshape((-1,) + (1,) * dims)
+            return y.astype(dt)
+        return f
+    return {"conv1d": conv(1), "conv2d": conv(2)}

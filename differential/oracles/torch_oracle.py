@@ -526,6 +526,7 @@ def div(b, n, a):
 import spectral_ops  # noqa: E402  (issue 26)
 
 _SPECTRAL = spectral_ops.torch_ops()
+_SPECTRAL.update(spectral_ops.torch_conv_ops())
 
 OPS = {
     "neg": unary("neg"), "abs": unary("abs"), "relu": unary("relu"), "exp": unary("exp"),
@@ -543,6 +544,7 @@ OPS = {
     "fft": _SPECTRAL["fft"], "ifft": _SPECTRAL["ifft"], "rfft": _SPECTRAL["rfft"], "irfft": _SPECTRAL["irfft"],
     "fft2": _SPECTRAL["fft2"], "ifft2": _SPECTRAL["ifft2"], "rfft2": _SPECTRAL["rfft2"], "irfft2": _SPECTRAL["irfft2"],
     "complex_mul": _SPECTRAL["complex_mul"], "conj": _SPECTRAL["conj"],
+    "conv1d": _SPECTRAL["conv1d"], "conv2d": _SPECTRAL["conv2d"],
 }
 
 if __name__ == "__main__":

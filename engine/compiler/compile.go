@@ -55,6 +55,9 @@ type pass struct {
 // passes is the pipeline, in order.
 var passes = [...]pass{
 	{name: "verify", fn: func(s *state) error { return graph.Verify(s.g) }, required: true, level: "graph"},
+	// conv-fft runs first, on the convs as written (padding still an attribute); the FFT
+	// forms it emits are then desugared like any others.
+	{name: "conv-fft", fn: convFFT, level: "graph"},
 	{name: "desugar", fn: desugar, required: true, level: "graph"},
 	{name: "canonicalize", fn: canonicalize, level: "graph"},
 	{name: "fuse-attention", fn: fuseAttention, level: "graph"},

@@ -12,6 +12,8 @@ import (
 //
 //   - mse_loss{reduction="none"}: (a-b)^2 per element, in the accumulator dtype, rounded once:
 //     cast, sub, mul, cast, which the elementwise fusion makes one kernel.
+//   - the 2-D FFTs and the complex helpers (lower_spectral.go);
+//   - a conv's padding, as explicit zero blocks (lower_conv.go).
 func desugar(s *state) error {
 	var out []*graph.Node
 	fresh := freshNames(s.g)
@@ -38,6 +40,7 @@ func desugar(s *state) error {
 				last("cast", graph.Attrs{"to": graph.DTypeAttr(n.Output.Type.DType)}, add("mul", nil, d, d))
 			}
 		case desugarSpectral(n, add, last):
+		case desugarConv(n, add, last):
 		default:
 			out = append(out, n)
 		}

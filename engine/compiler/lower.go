@@ -166,6 +166,8 @@ func (b *kbuilder) lowerGroup(gr *group) error {
 		return b.lowerLoss(n, gr.sched)
 	case graph.KindSpectral:
 		return b.lowerFFT(n, gr.sched)
+	case graph.KindConv:
+		return b.lowerConv(n, gr.sched)
 	}
 	return fmt.Errorf("no lowering for op kind of %s", n.Op)
 }

@@ -132,6 +132,8 @@ func defaultSchedule(gr *group) Schedule {
 			LoopOrder: "grid(1) cols-seq"}
 	case graph.KindSpectral:
 		return fftSchedule(n, key)
+	case graph.KindConv:
+		return convSchedule(n, key)
 	case graph.KindMovement:
 		return Schedule{Key: key, Kind: "copy", BM: 1, BN: fit(n.Output.Type.NumElems(), defElemBlock), Stages: 1,
 			LoopOrder: "grid(blocks)"}

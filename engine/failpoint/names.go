@@ -159,6 +159,7 @@ func Names() []string {
 		CPUMatmulKernelRunsTwice,  // issue 24 (h/prof)
 		CPUFFTTwiddleRecurrence,   // issue 26 (h/spectral)
 		DistAllToAllChunksSwapped, // issue 26 (h/pencil)
+		ConvFFTCropOffByOne,       // issue 26 (h/conv)
 	}
 }
 
@@ -290,3 +291,7 @@ const (
 
 // Spectral ops (issue 26): caught by the spectral accuracy suite's growth fit.
 const CPUFFTTwiddleRecurrence = "cpu/fft/twiddle-recurrence"
+
+// ConvFFTCropOffByOne: the conv -> FFT rewrite crops its cyclic result one point late on each
+// spatial axis (engine/compiler/conv_fft.go), caught by suites/rewrite's numeric specs.
+const ConvFFTCropOffByOne = "compiler/conv-fft/crop-offset-off-by-one"

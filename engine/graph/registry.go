@@ -38,6 +38,10 @@ const (
 	// compiler's desugar pass rewrites them into one-axis FFTs and elementwise/movement ops.
 	KindSpectral
 	KindComplex
+	// KindConv: conv1d and conv2d (ops_conv.go), computed directly by one Tile IR kernel of
+	// per-tap matrix products; the compiler's conv-fft pass may rewrite large kernels into
+	// rfft o complex_mul o irfft first.
+	KindConv
 )
 
 var kindNames = map[OpKind]string{
@@ -45,6 +49,7 @@ var kindNames = map[OpKind]string{
 	KindRowwise: "rowwise", KindMatmul: "matmul", KindAttention: "attention",
 	KindMovement: "movement", KindLoss: "loss", KindCollective: "collective",
 	KindAttentionGrad: "attention_grad", KindSpectral: "spectral", KindComplex: "complex",
+	KindConv: "conv",
 }
 
 // String names the kind as `tessera-qa ops` prints it; a kind without a name prints as kindN

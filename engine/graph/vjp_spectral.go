@@ -1,8 +1,6 @@
 package graph
 
 import (
-	"slices"
-
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 )
 
@@ -114,32 +112,13 @@ func irfftAdj(b *Builder, dy *Value, ax, inLen, l int, norm string) *Value {
 	return b.fitAxis(g, ax, inLen)
 }
 
-func (b *Builder) sliceAxis(v *Value, ax, s, e int) *Value {
-	st, en := make([]int64, v.Type.Rank()), ints64(v.Type.Shape)
-	st[ax], en[ax] = int64(s), int64(e)
-	return b.Op("slice", Attrs{"starts": Ints(st...), "ends": Ints(en...)}, v)
-}
+func (b *Builder) sliceAxis(v *Value, ax, s, e int) *Value { return SliceAxis(b.Op, v, ax, s, e) }
 
-// fitAxis crops v to length l on axis ax or pads it with zeros (full_like blocks of v).
+// fitAxis crops v to length l on axis ax or pads it with zeros behind (PadAxis).
 func (b *Builder) fitAxis(v *Value, ax, l int) *Value {
-	have := v.Type.Shape[ax]
-	switch {
-	case have == l:
-		return v
-	case have > l:
-		return b.sliceAxis(v, ax, 0, l)
-	case have == 0:
+	if have := v.Type.Shape[ax]; have == 0 && l > 0 {
 		b.Fail(errs.New(errs.Shape, "cannot zero-pad an empty axis %d of %s to %d", ax, v.Type, l))
 		return v
 	}
-	pieces := []*Value{v}
-	zero := b.c(v, 0)
-	for rest := l - have; rest > 0; rest -= min(rest, have) {
-		if rest >= have {
-			pieces = append(pieces, zero)
-		} else {
-			pieces = append(pieces, b.sliceAxis(zero, ax, 0, rest))
-		}
-	}
-	return b.Op("concat", Attrs{"axis": Int(int64(ax))}, slices.Clip(pieces)...)
+	return PadAxis(b.Op, v, ax, 0, l-v.Type.Shape[ax])
 }

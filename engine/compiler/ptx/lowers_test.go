@@ -12,7 +12,7 @@ import (
 // Lowers must agree with the generator itself: an op it says is lowered compiles to PTX, one
 // it says is not is refused with NotLowered.
 func TestLowersAgreesWithTheGenerator(t *testing.T) {
-	for _, name := range []string{"fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "complex_mul", "conj"} {
+	for _, name := range []string{"fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "complex_mul", "conj", "conv1d", "conv2d"} {
 		d, ok := graph.Lookup(name)
 		if !ok {
 			t.Fatalf("no op %s", name)
@@ -25,8 +25,17 @@ func TestLowersAgreesWithTheGenerator(t *testing.T) {
 		x := &graph.Value{Name: "x", Type: graph.Type{DType: numerics.F32, Shape: in}}
 		g.Inputs = []*graph.Value{x}
 		args := []*graph.Value{x}
-		if name == "complex_mul" {
+		switch name {
+		case "complex_mul":
 			args = append(args, x)
+		case "conv1d", "conv2d":
+			x.Type.Shape = []int{1, 2, 9}
+			w := &graph.Value{Name: "w", Type: graph.Type{DType: numerics.F32, Shape: []int{3, 2, 3}}}
+			if name == "conv2d" {
+				x.Type.Shape, w.Type.Shape = []int{1, 2, 9, 8}, []int{3, 2, 3, 3}
+			}
+			g.Inputs = append(g.Inputs, w)
+			args = append(args, w)
 		}
 		n := &graph.Node{Op: name, Inputs: args, Output: &graph.Value{Name: "y"}}
 		ty, err := graph.InferNode(n)

@@ -267,7 +267,10 @@ type Param struct {
 
 // Kernel is one launch: a grid of independent tile programs.
 type Kernel struct {
-	Name    string
+	Name string
+	// Op is the graph op of a kernel that exists for one op alone (conv1d, conv2d), so that a
+	// code generator can refuse an op it has not been validated on by name; "" otherwise.
+	Op      string
 	Grid    []int
 	Params  []Param
 	NumRegs int
