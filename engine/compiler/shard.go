@@ -40,6 +40,10 @@ import (
 //     change and gathers the rest; slice gathers the sliced dims; concat gathers its axis.
 //   - mse_loss: local mean (sum), then all_reduce avg (sum) over each sharding axis; reduction
 //     none is elementwise: the output keeps the operands' layout.
+//   - fft, ifft, rfft, irfft (the one-axis forms desugar leaves): the transformed axis and a
+//     complex operand's trailing (re, im) dim are made whole; every other dim keeps its
+//     sharding, so a batch or channel split costs nothing (a sharded transform axis would need
+//     the pencil method's all_to_all, which a layout that never shards it avoids).
 //   - graph outputs: pending sums are all-reduced; sharded dims stay sharded (DistPlan says how).
 
 // Placement says where a tensor of the rank program lives: its layout over the mesh, the whole
@@ -265,6 +269,8 @@ func (s *sharder) node(n *graph.Node) error {
 		outs, err = s.movement(n, ins)
 	case graph.KindLoss:
 		outs, err = s.loss(n, ins)
+	case graph.KindSpectral:
+		outs, err = s.spectral(n, ins)
 	default:
 		return errs.New(errs.Unsupported, "no sharding rule for op kind of %s", n.Op)
 	}
@@ -689,6 +695,33 @@ func (s *sharder) movement(n *graph.Node, ins []*graph.Value) (*graph.Value, err
 		return s.emit(n, n.Attrs, target, args...)
 	}
 	return nil, errs.New(errs.Unsupported, "no sharding rule for movement op %s", n.Op)
+}
+
+func (s *sharder) spectral(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	x, err := s.settled(ins[0])
+	if err != nil {
+		return nil, err
+	}
+	ax, _, err := graph.FFTAxis(n, n.Inputs[0].Type)
+	if err != nil {
+		return nil, err
+	}
+	l := s.lay[x].Clone()
+	l.Dims[ax] = ""
+	if n.Op != "rfft" {
+		l.Dims[len(l.Dims)-1] = ""
+	}
+	if x, err = s.redistribute(x, l); err != nil {
+		return nil, err
+	}
+	out := l.Clone()
+	switch n.Op {
+	case "rfft":
+		out.Dims = append(out.Dims, "")
+	case "irfft":
+		out.Dims = out.Dims[:len(out.Dims)-1]
+	}
+	return s.emit(n, n.Attrs, out, x)
 }
 
 func (s *sharder) loss(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
