@@ -55,12 +55,18 @@ func buildFNO(b *graph.Builder, dt numerics.DType, d Dims, localBatch int, w fun
 		return graph.Ints(out...)
 	}
 	op := func(name string, a graph.Attrs, in ...*graph.Value) *graph.Value { return b.Op(name, a, in...) }
-	reshape := func(v *graph.Value, shape ...int) *graph.Value { return op("reshape", graph.Attrs{"shape": ints(shape...)}, v) }
-	perm := func(v *graph.Value, p ...int) *graph.Value { return op("transpose", graph.Attrs{"perm": ints(p...)}, v) }
+	reshape := func(v *graph.Value, shape ...int) *graph.Value {
+		return op("reshape", graph.Attrs{"shape": ints(shape...)}, v)
+	}
+	perm := func(v *graph.Value, p ...int) *graph.Value {
+		return op("transpose", graph.Attrs{"perm": ints(p...)}, v)
+	}
 	slice := func(v *graph.Value, starts, ends []int) *graph.Value {
 		return op("slice", graph.Attrs{"starts": ints(starts...), "ends": ints(ends...)}, v)
 	}
-	cat := func(axis int, vs ...*graph.Value) *graph.Value { return op("concat", graph.Attrs{"axis": graph.Int(int64(axis))}, vs...) }
+	cat := func(axis int, vs ...*graph.Value) *graph.Value {
+		return op("concat", graph.Attrs{"axis": graph.Int(int64(axis))}, vs...)
+	}
 	// zerosAlong is v's zero block extended to n on axis: full_like keeps v's layout on a
 	// mesh, so the zero spectrum is made where it is used.
 	zerosAlong := func(v *graph.Value, axis, n int) []*graph.Value {
@@ -97,8 +103,8 @@ func buildFNO(b *graph.Builder, dt numerics.DType, d Dims, localBatch int, w fun
 	x, t := b.Input("x", dt, B, C, H, W), b.Input("target", dt, rows, O)
 
 	h := op("add", nil, op("matmul", nil, reshape(perm(x, 0, 2, 3, 1), rows, C), liftW), liftB) // [rows, K]
-	X := op("rfft2", nil, perm(reshape(h, B, H, W, K), 0, 3, 1, 2))                              // [B, K, H, bins, 2]
-	mix := func(corner, r *graph.Value) *graph.Value { // sum_i corner[b,i] * r[i,o]
+	X := op("rfft2", nil, perm(reshape(h, B, H, W, K), 0, 3, 1, 2))                             // [B, K, H, bins, 2]
+	mix := func(corner, r *graph.Value) *graph.Value {                                          // sum_i corner[b,i] * r[i,o]
 		prod := op("complex_mul", nil, reshape(corner, B, K, 1, m1, m2, 2), r)
 		return op("reduce_sum", graph.Attrs{"axes": ints(1)}, prod) // [B, K, m1, m2, 2]
 	}
@@ -109,7 +115,7 @@ func buildFNO(b *graph.Builder, dt numerics.DType, d Dims, localBatch int, w fun
 	if m2 < bins {
 		Y = cat(3, append([]*graph.Value{Y}, zerosAlong(Y, 3, bins-m2)...)...)
 	}
-	s := op("irfft2", graph.Attrs{"s": ints(H, W)}, Y)    // [B, K, H, W]
+	s := op("irfft2", graph.Attrs{"s": ints(H, W)}, Y)      // [B, K, H, W]
 	sRows := reshape(perm(s, 0, 2, 3, 1), rows, K)          // channel-last, as h
 	lin := op("add", nil, op("matmul", nil, h, linW), linB) // the 1x1 path
 	z := op("gelu", nil, op("add", nil, sRows, lin))
