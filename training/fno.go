@@ -46,45 +46,8 @@ func buildFNO(b *graph.Builder, dt numerics.DType, d Dims, localBatch int, w fun
 		return err
 	}
 	B, C, K, O, H, W, m1, m2 := localBatch, d.In, d.Hidden, d.Out, d.GridH, d.GridW, d.Modes1, d.Modes2
-	rows, bins := B*H*W, W/2+1
-	ints := func(xs ...int) graph.Attr {
-		out := make([]int64, len(xs))
-		for i, x := range xs {
-			out[i] = int64(x)
-		}
-		return graph.Ints(out...)
-	}
-	op := func(name string, a graph.Attrs, in ...*graph.Value) *graph.Value { return b.Op(name, a, in...) }
-	reshape := func(v *graph.Value, shape ...int) *graph.Value {
-		return op("reshape", graph.Attrs{"shape": ints(shape...)}, v)
-	}
-	perm := func(v *graph.Value, p ...int) *graph.Value {
-		return op("transpose", graph.Attrs{"perm": ints(p...)}, v)
-	}
-	slice := func(v *graph.Value, starts, ends []int) *graph.Value {
-		return op("slice", graph.Attrs{"starts": ints(starts...), "ends": ints(ends...)}, v)
-	}
-	cat := func(axis int, vs ...*graph.Value) *graph.Value {
-		return op("concat", graph.Attrs{"axis": graph.Int(int64(axis))}, vs...)
-	}
-	// zerosAlong is v's zero block extended to n on axis: full_like keeps v's layout on a
-	// mesh, so the zero spectrum is made where it is used.
-	zerosAlong := func(v *graph.Value, axis, n int) []*graph.Value {
-		z := op("full_like", graph.Attrs{"value": graph.Float(0)}, v)
-		have := v.Type.Shape[axis]
-		var out []*graph.Value
-		for ; n > 0; n -= min(n, have) {
-			if n >= have {
-				out = append(out, z)
-				continue
-			}
-			ends := append([]int(nil), z.Type.Shape...)
-			ends[axis] = n
-			out = append(out, slice(z, make([]int, len(ends)), ends))
-		}
-		return out
-	}
-
+	rows := B * H * W
+	o := fnoOps{b}
 	liftW, liftB := w("lift_w", C, C, K), w("lift_b", 0, K)
 	spec := func(name string) *graph.Value {
 		if d.CPRank == 0 {
@@ -93,34 +56,102 @@ func buildFNO(b *graph.Builder, dt numerics.DType, d Dims, localBatch int, w fun
 		r := d.CPRank
 		// Each factor's fan-in makes the expanded product's scale about 1/sqrt(K).
 		u, v, s := w(name+"_u", K, K, r, 2), w(name+"_v", r, K, r, 2), w(name+"_s", 1, m1, m2, r, 2)
-		uv := op("complex_mul", nil, reshape(u, K, 1, r, 2), v) // [K, K, r]
-		full := op("complex_mul", nil, reshape(uv, K, K, 1, 1, r, 2), s)
-		return op("reduce_sum", graph.Attrs{"axes": ints(4)}, full) // [K, K, m1, m2]
+		return CPWeights(b, u, v, s)
 	}
 	r1, r2 := spec("spec1"), spec("spec2")
 	linW, linB := w("lin_w", K, K, K), w("lin_b", 0, K)
 	projW, projB := w("proj_w", K, K, O), w("proj_b", 0, O)
 	x, t := b.Input("x", dt, B, C, H, W), b.Input("target", dt, rows, O)
 
-	h := op("add", nil, op("matmul", nil, reshape(perm(x, 0, 2, 3, 1), rows, C), liftW), liftB) // [rows, K]
-	X := op("rfft2", nil, perm(reshape(h, B, H, W, K), 0, 3, 1, 2))                             // [B, K, H, bins, 2]
-	mix := func(corner, r *graph.Value) *graph.Value {                                          // sum_i corner[b,i] * r[i,o]
-		prod := op("complex_mul", nil, reshape(corner, B, K, 1, m1, m2, 2), r)
-		return op("reduce_sum", graph.Attrs{"axes": ints(1)}, prod) // [B, K, m1, m2, 2]
-	}
-	lo := mix(slice(X, []int{0, 0, 0, 0, 0}, []int{B, K, m1, m2, 2}), r1)
-	hi := mix(slice(X, []int{0, 0, H - m1, 0, 0}, []int{B, K, H, m2, 2}), r2)
-	col := append([]*graph.Value{lo}, zerosAlong(lo, 2, H-2*m1)...)
-	Y := cat(2, append(col, hi)...) // [B, K, H, m2, 2]
-	if m2 < bins {
-		Y = cat(3, append([]*graph.Value{Y}, zerosAlong(Y, 3, bins-m2)...)...)
-	}
-	s := op("irfft2", graph.Attrs{"s": ints(H, W)}, Y)      // [B, K, H, W]
-	sRows := reshape(perm(s, 0, 2, 3, 1), rows, K)          // channel-last, as h
-	lin := op("add", nil, op("matmul", nil, h, linW), linB) // the 1x1 path
-	z := op("gelu", nil, op("add", nil, sRows, lin))
-	b.Named("loss", "mse_loss", nil, op("add", nil, op("matmul", nil, z, projW), projB), t)
+	h := o.op("add", nil, o.op("matmul", nil, o.reshape(o.perm(x, 0, 2, 3, 1), rows, C), liftW), liftB) // [rows, K]
+	s := SpectralConv(b, o.perm(o.reshape(h, B, H, W, K), 0, 3, 1, 2), r1, r2)                          // [B, K, H, W]
+	sRows := o.reshape(o.perm(s, 0, 2, 3, 1), rows, K)                                                  // channel-last, as h
+	lin := o.op("add", nil, o.op("matmul", nil, h, linW), linB)                                         // the 1x1 path
+	z := o.op("gelu", nil, o.op("add", nil, sRows, lin))
+	b.Named("loss", "mse_loss", nil, o.op("add", nil, o.op("matmul", nil, z, projW), projB), t)
 	return nil
+}
+
+// SpectralConv is FNO's spectral convolution of the real field h [B, Cin, H, W] with complex
+// weights r1, r2 [Cin, Cout, m1, m2, 2]: rfft2 over (H, W), rows 0..m1-1 mixed by r1 and rows
+// H-m1..H-1 (the negative frequencies) by r2, columns 0..m2-1 of the rfft axis, the rest of
+// the spectrum zero, irfft2 with s = (H, W). It returns [B, Cout, H, W].
+func SpectralConv(b *graph.Builder, h, r1, r2 *graph.Value) *graph.Value {
+	o := fnoOps{b}
+	B, Cin, H, W := h.Type.Shape[0], h.Type.Shape[1], h.Type.Shape[2], h.Type.Shape[3]
+	m1, m2, bins := r1.Type.Shape[2], r1.Type.Shape[3], W/2+1
+	X := o.op("rfft2", nil, h)                         // [B, Cin, H, bins, 2]
+	mix := func(corner, r *graph.Value) *graph.Value { // sum_i corner[b,i] * r[i,o]
+		prod := o.op("complex_mul", nil, o.reshape(corner, B, Cin, 1, m1, m2, 2), r)
+		return o.op("reduce_sum", graph.Attrs{"axes": fnoInts(1)}, prod) // [B, Cout, m1, m2, 2]
+	}
+	lo := mix(o.slice(X, []int{0, 0, 0, 0, 0}, []int{B, Cin, m1, m2, 2}), r1)
+	hi := mix(o.slice(X, []int{0, 0, H - m1, 0, 0}, []int{B, Cin, H, m2, 2}), r2)
+	col := append([]*graph.Value{lo}, o.zerosAlong(lo, 2, H-2*m1)...)
+	Y := o.cat(2, append(col, hi)...) // [B, Cout, H, m2, 2]
+	if m2 < bins {
+		Y = o.cat(3, append([]*graph.Value{Y}, o.zerosAlong(Y, 3, bins-m2)...)...)
+	}
+	return o.op("irfft2", graph.Attrs{"s": fnoInts(H, W)}, Y)
+}
+
+// CPWeights expands CP factors u [Cin, r, 2], v [Cout, r, 2], s [m1, m2, r, 2] (complex) to
+// the dense spectral weights R[i,o,k1,k2] = sum_r u[i,r] v[o,r] s[k1,k2,r], [Cin, Cout, m1, m2, 2].
+func CPWeights(b *graph.Builder, u, v, s *graph.Value) *graph.Value {
+	o := fnoOps{b}
+	Cin, r, Cout := u.Type.Shape[0], u.Type.Shape[1], v.Type.Shape[0]
+	uv := o.op("complex_mul", nil, o.reshape(u, Cin, 1, r, 2), v) // [Cin, Cout, r, 2]
+	full := o.op("complex_mul", nil, o.reshape(uv, Cin, Cout, 1, 1, r, 2), s)
+	return o.op("reduce_sum", graph.Attrs{"axes": fnoInts(4)}, full)
+}
+
+// fnoOps spells the graph ops the block uses.
+type fnoOps struct{ b *graph.Builder }
+
+func fnoInts(xs ...int) graph.Attr {
+	out := make([]int64, len(xs))
+	for i, x := range xs {
+		out[i] = int64(x)
+	}
+	return graph.Ints(out...)
+}
+
+func (o fnoOps) op(name string, a graph.Attrs, in ...*graph.Value) *graph.Value {
+	return o.b.Op(name, a, in...)
+}
+
+func (o fnoOps) reshape(v *graph.Value, shape ...int) *graph.Value {
+	return o.op("reshape", graph.Attrs{"shape": fnoInts(shape...)}, v)
+}
+
+func (o fnoOps) perm(v *graph.Value, p ...int) *graph.Value {
+	return o.op("transpose", graph.Attrs{"perm": fnoInts(p...)}, v)
+}
+
+func (o fnoOps) slice(v *graph.Value, starts, ends []int) *graph.Value {
+	return o.op("slice", graph.Attrs{"starts": fnoInts(starts...), "ends": fnoInts(ends...)}, v)
+}
+
+func (o fnoOps) cat(axis int, vs ...*graph.Value) *graph.Value {
+	return o.op("concat", graph.Attrs{"axis": graph.Int(int64(axis))}, vs...)
+}
+
+// zerosAlong is v's zero block extended to n on axis, in pieces: full_like keeps v's layout on
+// a mesh, so the zero spectrum is made on the rank that uses it, with no collective.
+func (o fnoOps) zerosAlong(v *graph.Value, axis, n int) []*graph.Value {
+	z := o.op("full_like", graph.Attrs{"value": graph.Float(0)}, v)
+	have := v.Type.Shape[axis]
+	var out []*graph.Value
+	for ; n > 0; n -= min(n, have) {
+		if n >= have {
+			out = append(out, z)
+			continue
+		}
+		ends := append([]int(nil), z.Type.Shape...)
+		ends[axis] = n
+		out = append(out, o.slice(z, make([]int, len(ends)), ends))
+	}
+	return out
 }
 
 // fnoBatch is rank's slice of step's global batch: x normal, target a fixed translation-
