@@ -82,7 +82,7 @@ func (r fnoRef) outputs(p map[string][]float64, x []float64) []float64 {
 			for k := range K {
 				for y := range H {
 					for xx := range W {
-						X[k] += complex(h[(k*H+y)*W+xx], 0) * cis(-(md.k1*y*W + md.k2*xx*H), H*W)
+						X[k] += complex(h[(k*H+y)*W+xx], 0) * cis(-(md.k1*y*W+md.k2*xx*H), H*W)
 					}
 				}
 			}
