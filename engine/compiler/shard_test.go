@@ -310,3 +310,24 @@ func TestEmptyAxesReduceAllReducesOverTheShardedAxis(t *testing.T) {
 		t.Fatalf("output %s %s", plan.Outputs[0].Global, plan.Outputs[0].Layout)
 	}
 }
+
+// A one-axis FFT keeps the shardings of the other dims (no collective for a batch or channel
+// split) and gathers a sharded transform axis; rfft adds and irfft drops the (re, im) dim.
+func TestFFTKeepsOtherDimsShardedAndGathersItsAxis(t *testing.T) {
+	g := build(t, func(b *graph.Builder) {
+		x := b.Input("x", f32, 4, 6, 8)
+		y := b.Op("rfft", graph.Attrs{"dim": graph.Int(1)}, x) // over the 6
+		b.Output(b.Op("irfft", graph.Attrs{"dim": graph.Int(1), "n": graph.Int(6)}, b.Op("fft", graph.Attrs{"dim": graph.Int(-1)}, y)))
+	})
+	rg, plan, err := Shard(g, parseMesh(t, "dp=2,tp=2"), layouts(t, g, "x", "[S(dp),R,S(tp)]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rfft over dim 1 keeps dp and tp; fft over the last logical dim (the 8, on tp) gathers it.
+	if got := opsOf(rg); got != "rfft all_gather:tp fft irfft" {
+		t.Fatalf("ops %s\n%s", got, graph.Print(rg))
+	}
+	if rg.Value(rg.Nodes[0].Output.Name).Type.String() != "f32[2,4,4,2]" || plan.Outputs[0].Layout.String() != "[S(dp),R,R]" {
+		t.Fatalf("rfft local %s, output %s", rg.Nodes[0].Output.Type, plan.Outputs[0].Layout)
+	}
+}
