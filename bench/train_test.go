@@ -18,10 +18,7 @@ func TestTrainStepTimesTheGradProgramAndOneUpdatePerParameter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		params := 4
-		if model == "transformer-block" {
-			params = 12
-		}
+		params := map[string]int{"mlp": 4, "transformer-block": 12, training.FNOModel: 8}[model]
 		if res.GradMS != 1 || res.OptMS != float64(params) || res.EngineMS != 1+float64(params) {
 			t.Errorf("%s: grad %v ms, opt %v ms, total %v ms; want 1, %d, %d", model, res.GradMS, res.OptMS, res.EngineMS, params, 1+params)
 		}

@@ -27,7 +27,7 @@ const (
 // regression scenarios from Regressions (named after the bug they reproduce).
 type Scenario struct {
 	Name            string      `json:"name"`
-	Workload        string      `json:"workload"` // train:mlp or train:transformer-block
+	Workload        string      `json:"workload"` // train:MODEL, a model of training.Models or train:moe
 	World           int         `json:"world"`
 	Mesh            string      `json:"mesh,omitempty"` // dp=N,tp=M: the workload is tensor parallel over the world
 	Transport       string      `json:"transport"`      // tcp (processes) or inproc (goroutines)

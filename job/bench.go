@@ -70,8 +70,11 @@ func benchCases() []benchCase {
 	for _, model := range training.Models {
 		d := training.DefaultDims(model)
 		shape := []int{d.Batch, d.In, d.Hidden, d.Out}
-		if model == "transformer-block" {
+		switch model {
+		case "transformer-block":
 			shape = []int{d.Batch, d.Seq, d.Width, d.Heads, d.FFN}
+		case training.FNOModel:
+			shape = []int{d.Batch, d.In, d.Hidden, d.Out, d.GridH, d.GridW, d.Modes1, d.Modes2}
 		}
 		cs = append(cs, benchCase{"train-step/" + model + "/fwd+bwd", f32, shape, func() (*graph.Graph, map[string]*tensor.Tensor, []harness.Tolerance, error) {
 			return trainStepGraph(model, d)

@@ -15,8 +15,8 @@ import (
 
 // The training suite of the main job: the reference workload (training) for a few steps
 // on the cpu backend: each model twice (the loss bits and final digest must repeat), the mlp
-// data-parallel over 2 in-process ranks, the transformer block on a dp=2,tp=2 mesh (tensor
-// parallel, 4 in-process ranks) twice, the transformer block on a dp=2,pp=2 mesh (a 1F1B
+// data-parallel over 2 in-process ranks, the transformer block and the fno on a dp=2,tp=2 mesh
+// (tensor parallel, 4 in-process ranks) twice, the transformer block on a dp=2,pp=2 mesh (a 1F1B
 // pipeline per replica) twice, the moe model on dp=2,ep=4 twice, and the mlp stopped at a checkpoint and resumed (the
 // digest must equal the uninterrupted run's). The SIGKILL version runs in suites/training.
 const trainingSteps = 12
@@ -62,6 +62,20 @@ func (r *runner) trainingTasks() []task {
 			}
 			return a.Digest, b.Digest, sameLosses(a, b)
 		}, "transformer-block", "dp=2,tp=2")
+	}, func() harness.Result {
+		// Issue 26: the Fourier neural operator block (default dims: 4 fields of 2 channels on
+		// an 8x8 grid, 8 hidden channels, 3x3 modes per corner), output channels over tp.
+		return trainingResult("fno/dp2xtp2-inproc/repeat", func(cfg training.Config) (string, string, error) {
+			a, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
+			if err != nil {
+				return "", "", err
+			}
+			b, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
+			if err != nil {
+				return "", "", err
+			}
+			return a.Digest, b.Digest, sameLosses(a, b)
+		}, training.FNOModel, "dp=2,tp=2")
 	}, func() harness.Result {
 		// Issue 27: a pipeline (1F1B, 4 micro-batches) on each of two data-parallel replicas.
 		return trainingResult("transformer-block/dp2xpp2-1f1b-inproc/repeat", func(cfg training.Config) (string, string, error) {

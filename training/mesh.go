@@ -39,6 +39,9 @@ func TPLayouts(m *Model, ms *mesh.Mesh) (map[string]mesh.Layout, error) {
 	}
 	if ms.AxisIndex("dp") >= 0 {
 		text["x"], text["target"] = "[S(dp),R]", "[S(dp),R]"
+		if m.Name == FNOModel { // x is [B, C, H, W]; the target's rows are (b, h, w), b outermost
+			text["x"] = "[S(dp),R,R,R]"
+		}
 	}
 	if ms.AxisIndex("tp") >= 0 {
 		switch m.Name {
@@ -49,11 +52,21 @@ func TPLayouts(m *Model, ms *mesh.Mesh) (map[string]mesh.Layout, error) {
 				text[n] = "col:tp"
 			}
 			text["b1"], text["wo"], text["w2"] = "[S(tp)]", "row:tp", "row:tp"
+		case FNOModel:
+			// Output channels over tp: the spectral weights [in, out, m1, m2, 2] (or the CP
+			// factor of the out channels), the 1x1 path by columns; the projection by rows
+			// (its one all_reduce forward), the lift replicated (fno.go, docs/spectral.md).
+			text["spec1"], text["spec2"] = "[R,S(tp),R,R,R]", "[R,S(tp),R,R,R]"
+			text["spec1_v"], text["spec2_v"] = "[S(tp),R,R]", "[S(tp),R,R]"
+			text["lin_w"], text["lin_b"], text["proj_w"] = "col:tp", "[S(tp)]", "row:tp"
 		}
 	}
 	out := map[string]mesh.Layout{}
 	for name, t := range text {
 		v := m.Graph.Value(name)
+		if v == nil { // the other parameterisation's weights
+			continue
+		}
 		l, err := mesh.ParseLayout(t, v.Type.Rank())
 		if err != nil {
 			return nil, errs.Wrap(errs.Internal, err, "train: layout of %s", name)

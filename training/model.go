@@ -20,18 +20,25 @@ import (
 )
 
 // Models lists the models Build knows.
-var Models = []string{"mlp", "transformer-block"}
+var Models = []string{"mlp", "transformer-block", FNOModel}
 
 // Dims sizes a model. Batch is the global batch (rows, or sequences for the transformer).
 type Dims struct {
 	Batch, In, Hidden, Out int // mlp
 	Seq, Width, Heads, FFN int // transformer-block (Batch sequences of Seq tokens)
+	// fno (fno.go): Batch fields of In channels on a GridH x GridW grid, Hidden channels,
+	// Modes1 x Modes2 kept modes per corner, Out channels; CPRank > 0 factorizes the spectral
+	// weights.
+	GridH, GridW, Modes1, Modes2, CPRank int
 }
 
 // DefaultDims are small enough for a CPU run of a few seconds.
 func DefaultDims(model string) Dims {
-	if model == "transformer-block" {
+	switch model {
+	case "transformer-block":
 		return Dims{Batch: 4, Seq: 16, Width: 32, Heads: 4, FFN: 64}
+	case FNOModel:
+		return fnoDims
 	}
 	return Dims{Batch: 32, In: 32, Hidden: 64, Out: 16}
 }
@@ -90,6 +97,10 @@ func Build(name string, dt numerics.DType, d Dims, localBatch int) (*Model, erro
 		r1 := add(x, mm(a, wo))
 		f := add(mm(b.Op("gelu", nil, add(mm(b.Op("layernorm", nil, r1, g2, be2), w1), b1)), w2), b2)
 		b.Named("loss", "mse_loss", nil, add(r1, f), t)
+	case FNOModel:
+		if err := buildFNO(b, dt, d, localBatch, w); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, errs.New(errs.Input, "train: unknown model %q (have %v)", name, Models)
 	}
@@ -125,6 +136,9 @@ func (m *Model) Init(seed uint64) map[string]*tensor.Tensor {
 // Batch returns rank's slice (of world) of step's global batch: x drawn from seed and step,
 // target a fixed teacher, tanh(x T) per row with T drawn from seed, computed in float64.
 func (m *Model) Batch(seed uint64, step, rank, world int) (x, target *tensor.Tensor) {
+	if m.Name == FNOModel {
+		return m.fnoBatch(seed, step, rank, world)
+	}
 	xv, tv := m.Graph.Value("x").Type, m.Graph.Value("target").Type
 	rows, in, out := xv.Shape[0], xv.Shape[1], tv.Shape[1]
 	global := harness.RandomTensor(numerics.F64, []int{rows * world, in}, harness.SubSeed(seed, "batch/"+strconv.Itoa(step)), harness.Dist{Kind: harness.DistNormal})

@@ -340,3 +340,26 @@ func TestFFTsMoveTheShardOffTheTransformedAxisAndTheComplexDim(t *testing.T) {
 		}
 	}
 }
+
+// A one-axis FFT keeps the shardings of the other dims (no collective for a batch or channel
+// split, as the fno model's tp layout needs) and moves a shard off its transform axis; rfft
+// adds and irfft drops the (re, im) dim.
+func TestFFTKeepsOtherDimsShardedAndMovesItsAxisShard(t *testing.T) {
+	g := build(t, func(b *graph.Builder) {
+		x := b.Input("x", f32, 4, 6, 8)
+		y := b.Op("rfft", graph.Attrs{"dim": graph.Int(1)}, x) // over the 6
+		b.Output(b.Op("irfft", graph.Attrs{"dim": graph.Int(1), "n": graph.Int(6)}, b.Op("fft", graph.Attrs{"dim": graph.Int(-1)}, y)))
+	})
+	rg, plan, err := Shard(g, parseMesh(t, "dp=2,tp=2"), layouts(t, g, "x", "[S(dp),R,S(tp)]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rfft over dim 1 keeps dp and tp; fft over the last logical dim (the 8, on tp) moves tp to
+	// dim 1 and irfft over dim 1 moves it back.
+	if got := opsOf(rg); got != "rfft all_to_all:tp fft all_to_all:tp irfft" {
+		t.Fatalf("ops %s\n%s", got, graph.Print(rg))
+	}
+	if rg.Value(rg.Nodes[0].Output.Name).Type.String() != "f32[2,4,4,2]" || plan.Outputs[0].Layout.String() != "[S(dp),R,S(tp)]" {
+		t.Fatalf("rfft local %s, output %s", rg.Nodes[0].Output.Type, plan.Outputs[0].Layout)
+	}
+}

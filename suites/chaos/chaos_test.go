@@ -264,6 +264,19 @@ var _ = Describe("the frame faults on goroutine ranks (inproc, world 3)", Label(
 	}
 })
 
+// The Fourier neural operator (issue 26) on a tensor-parallel mesh, kept cheap: goroutine
+// ranks, 12 steps; a corrupted frame must be detected, never applied, and the group recovered
+// from its checkpoint with the fault-free run's bits.
+var _ = Describe("the fno on a dp=2,tp=2 mesh (inproc)", Label("chaos"), func() {
+	It("recovers from a corrupted frame with identical bits", func() {
+		rep := execute(&chaos.Scenario{Name: "inproc/fno-corrupt", Transport: "inproc", Mesh: "dp=2,tp=2", Workload: "train:fno",
+			Steps: 12, CheckpointEvery: 4, Faults: []chaos.Injection{{Fault: &chaos.Corrupt{}, Rank: 1, Step: 6}}})
+		expectRecovered(rep)
+		Expect(rep.Faults[0].Outcome).To(Equal("detected"))
+		Expect(rep.Restarts).To(Equal(1))
+	})
+})
+
 // The named regression scenarios.
 var _ = Describe("regression scenarios (tcp, world 3)", Label("chaos"), func() {
 	for _, sc := range chaos.Regressions(3) {

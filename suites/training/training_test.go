@@ -187,6 +187,22 @@ var _ = Describe("the reference training workload", func() {
 		}
 	})
 
+	// Issue 26: the Fourier neural operator, output channels over tp; small and short (CI).
+	It("trains the fno tensor-parallel on a dp=2,tp=2 mesh: tcp process ranks give the same bits twice and the goroutine ranks' bits", func() {
+		args := []string{"--model", "fno", "--steps", "6", "--seed", "1", "--mesh", "dp=2,tp=2"}
+		code, a := cli(append(args, "--transport", "tcp")...)
+		Expect(code).To(Equal(0))
+		_, b := cli(append(args, "--transport", "tcp")...)
+		_, c := cli(append(args, "--transport", "inproc")...)
+		Expect(a.Mesh).To(Equal("dp=2,tp=2"))
+		Expect(lossBits(b)).To(Equal(lossBits(a)))
+		Expect(b.Digest).To(Equal(a.Digest))
+		Expect(lossBits(c)).To(Equal(lossBits(a)))
+		Expect(c.Digest).To(Equal(a.Digest), "the transport moves bytes; it must not change the sum")
+		sameLosses(a, inproc("fno", 6, 1), "fno dp=2,tp=2")
+		GinkgoWriter.Printf("fno dp=2,tp=2: last loss %v bits %s, digest %s\n", a.Losses[5].Value, a.Losses[5].Bits, a.Digest)
+	})
+
 	It("ends a dp=2 tcp run killed by SIGKILL at step 30 and resumed with the uninterrupted run's digest", func() {
 		dir := GinkgoT().TempDir()
 		args := []string{"--model", "mlp", "--steps", "50", "--seed", "1", "--mesh", "dp=2", "--transport", "tcp",

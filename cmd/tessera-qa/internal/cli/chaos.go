@@ -37,7 +37,7 @@ func newChaosCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "chaos [--kill-rank R [--at-step S] | --hang-rank R [--for D] | --partition R1,R2 | --faults NAME[@RANK:STEP],... | --schedule random --count N --seed S | --regressions]",
 		Short: "Inject faults into a data-parallel training job, recover it, and check the history",
-		Long: `Run the reference training workload (--workload train:mlp or train:transformer-block) on
+		Long: `Run the reference training workload (--workload train:mlp, train:transformer-block or train:fno) on
 --world ranks, inject faults at given steps, let the launcher restart the group (torchelastic
 semantics: --max-restarts) so every rank resumes from the newest committed checkpoint, and check
 the run's history afterwards (package chaos): every step any rank applied carries the fault-free
@@ -209,7 +209,7 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 	f.StringVar(&base.Mesh, "mesh", "", "train the workload on this mesh (dp=N,tp=M tensor-, dp=N,pp=P pipeline- or dp=N,ep=M expert-parallel); the world is its ranks")
 	f.StringVar(&base.Transport, "transport", "tcp", "tcp (process ranks) or inproc (goroutine ranks; the default with --topology)")
 	f.StringVar(&base.Topology, "topology", "", "train over a modeled fabric of this topology in virtual time (nodes=GxL, racks=RxGxL, nvl72; goroutine ranks): the fabric/* faults act on it")
-	f.StringVar(&base.Workload, "workload", "train:mlp", "train:mlp, train:transformer-block or train:moe (with --mesh dp=N,ep=M)")
+	f.StringVar(&base.Workload, "workload", "train:mlp", "train:mlp, train:transformer-block, train:fno or train:moe (with --mesh dp=N,ep=M)")
 	f.StringVar(&base.Backend, "backend", "cpu", "the workload's backend: cpu or cuda")
 	f.IntVar(&base.Steps, "steps", chaos.DefaultSteps, "training steps")
 	f.IntVar(&base.CheckpointEvery, "checkpoint-every", chaos.DefaultCheckEvery, "commit a checkpoint every K steps")

@@ -132,15 +132,15 @@ func lookAtEveryPage(t *testing.T, site string) {
 		// ink: the share of the screenshot below the tab bar that must be drawn (0: 2%).
 		ink float64
 	}{
-		{"index.html", append(suiteRows, `data-chaos="3"`, `data-stress="1"`, "<b>1</b> runs", ">6</a></b> series"), nil, 0},
-		{"series.html", []string{"cpu/matmul", "cpu/softmax", "cpu/layernorm", "train-step/mlp/fwd+bwd", "train-step/transformer-block/fwd+bwd"},
-			map[string]int{`class="series-row no-baseline"`: 6}, 0},
+		{"index.html", append(suiteRows, `data-chaos="4"`, `data-stress="1"`, "<b>1</b> runs", ">7</a></b> series"), nil, 0},
+		{"series.html", []string{"cpu/matmul", "cpu/softmax", "cpu/layernorm", "train-step/mlp/fwd+bwd", "train-step/transformer-block/fwd+bwd", "train-step/fno/fwd+bwd"},
+			map[string]int{`class="series-row no-baseline"`: 7}, 0},
 		{matmul, []string{"cpu/matmul", `data-level="no-baseline"`}, map[string]int{`<svg class="chart"`: 1}, 0},
-		{"repro.html", []string{`data-status="stable"`, "chaos/inproc/corrupt-frame", "bench/cpu/matmul"},
+		{"repro.html", []string{`data-status="stable"`, "chaos/inproc/corrupt-frame", "chaos/inproc/fno-dp2xtp2-corrupt-frame", "training/fno/dp2xtp2-inproc/repeat", "bench/cpu/matmul"},
 			map[string]int{`data-status="stable"`: 1000}, 0},
 		{"flaky.html", []string{`no flaky specs in 1 runs`}, nil, 0.005}, // a short page: a hint and one line
-		{"metrics.html", []string{`id="chaos" data-kind="chaos" data-sections="3"`, `id="stress" data-kind="stress" data-sections="1"`,
-			"inproc/corrupt-frame", "inproc/duplicate-frame", "inproc/nan-gradient", "time_to_detect_s", "time_to_recover_s",
+		{"metrics.html", []string{`id="chaos" data-kind="chaos" data-sections="4"`, `id="stress" data-kind="stress" data-sections="1"`,
+			"inproc/corrupt-frame", "inproc/duplicate-frame", "inproc/nan-gradient", "inproc/fno-dp2xtp2-corrupt-frame", "time_to_detect_s", "time_to_recover_s",
 			`data-group="latency"`, `data-group="leak-slopes"`, `data-empty="partitions"`, `data-empty="compile"`},
 			map[string]int{`<svg class="chart"`: 10}, 0},
 		{"collectives.html", []string{"inproc deterministic, 4 ranks", `data-group="all_reduce f32 sum"`},

@@ -52,7 +52,7 @@ func newTrainCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "The reference training workload: forward, autodiff backward, optimizer, data-parallel, checkpoints",
-		Long: `Train a small model (mlp or transformer-block) on a seeded synthetic task: the forward graph is
+		Long: `Train a small model (mlp, transformer-block or fno) on a seeded synthetic task: the forward graph is
 differentiated by engine/autodiff, compiled once, stepped with AdamW (or SGD) update kernels.
 --mesh dp=N splits every step's global batch over N data-parallel ranks whose gradients are
 averaged in deterministic mode (the bits do not depend on arrival order): goroutines with
@@ -67,7 +67,9 @@ stages run by --schedule (gpipe, 1f1b, interleaved with --chunks stages per rank
 --micro-batches micro-batches; the schedule is validated and dry-run before the first step
 (a schedule that would deadlock is E_DEADLOCK). --model moe --mesh dp=N,ep=M trains a
 mixture-of-experts layer (top-2 routing with capacity and a load-balancing loss) with its
-experts spread over ep, tokens moved by all_to_all. Checkpoints are committed in two phases every
+experts spread over ep, tokens moved by all_to_all. --model fno trains a Fourier-neural-operator
+block (rfft2, the low modes of both corners mixed by complex weights, irfft2, a 1x1 path) on 2-D
+fields; on a tp axis its output channels are split (docs/spectral.md). Checkpoints are committed in two phases every
 --checkpoint-every steps; --resume continues from the newest good one.
 
 Same seed, mesh and device class: the same loss curve and final digest, bit for bit, also
@@ -77,6 +79,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
   tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --checkpoint-every 10
   tessera-qa train --model mlp --steps 50 --mesh dp=2 --transport tcp --checkpoint-dir ck --resume
   tessera-qa train --model transformer-block --steps 20 --mesh dp=2,tp=2
+  tessera-qa train --model fno --steps 10 --mesh dp=2,tp=2 --transport tcp
   tessera-qa train --model transformer-block --steps 10 --mesh pp=4 --schedule 1f1b --micro-batches 8 --transport tcp
   tessera-qa train --model moe --steps 20 --mesh dp=2,ep=4 --transport tcp
   tessera-qa train --model transformer-block --strategies`,
@@ -255,7 +258,7 @@ bad flags or a checkpoint of another run, 3 when --backend cannot run here.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&model, "model", "mlp", "mlp, transformer-block or moe (a mixture-of-experts layer; --mesh dp=N,ep=M)")
+	f.StringVar(&model, "model", "mlp", "mlp, transformer-block, fno (a Fourier neural operator block) or moe (a mixture-of-experts layer; --mesh dp=N,ep=M)")
 	f.IntVar(&cfg.Steps, "steps", 50, "optimizer steps")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the parameters and the data")
 	f.StringVar(&meshArg, "mesh", "", "the ranks' mesh: dp=N (data parallel), dp=N,tp=M (and tensor parallel) or pp=P / dp=N,pp=P (pipeline parallel) (default: one rank)")
