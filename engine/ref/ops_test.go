@@ -307,7 +307,7 @@ var movementCases = []opCase{
 
 func TestHandComputed(t *testing.T) {
 	groups := map[string][]opCase{"unary": unaryCases, "binary": binaryCases, "cast": castCases, "reduce": reduceCases,
-		"rowwise": rowCases, "matmul": matmulCases, "movement": movementCases, "spectral": spectralCases}
+		"rowwise": rowCases, "matmul": matmulCases, "movement": movementCases, "spectral": spectralCases, "conv": convCases}
 	covered := map[string]bool{}
 	for group, cases := range groups {
 		for _, c := range cases {

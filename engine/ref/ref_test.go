@@ -212,6 +212,7 @@ func TestEveryDeclaredDType(t *testing.T) {
 		// complex values: a trailing 2 (issue 26)
 		"fft": {sh(2, 3, 2)}, "ifft": {sh(2, 3, 2)}, "irfft": {sh(2, 3, 2)}, "fft2": {sh(2, 3, 2)}, "ifft2": {sh(2, 3, 2)},
 		"irfft2": {sh(2, 3, 2)}, "complex_mul": {sh(2, 3, 2), sh(3, 2)}, "conj": {sh(2, 3, 2)},
+		"conv1d": {sh(2, 2, 3), sh(2, 2, 2)}, "conv2d": {sh(1, 2, 3, 3), sh(2, 2, 2, 2)},
 	}
 	attrs := map[string]graph.Attrs{
 		"cast": {"to": graph.DTypeAttr(f32)}, "transpose": {"perm": graph.Ints(1, 0)}, "reshape": {"shape": graph.Ints(-1)},
