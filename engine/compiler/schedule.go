@@ -109,7 +109,8 @@ func defaultSchedule(gr *group) Schedule {
 	case graph.KindAttention:
 		r := in[0].Type.Rank()
 		sq, sk := in[0].Type.Shape[r-2], in[1].Type.Shape[r-2]
-		return Schedule{Key: key, Kind: "attention", BM: fit(sq, defAttnBM), BN: fit(sk, defAttnBN), Stages: 2,
+		bm, bn := attnTiles(fit(sq, defAttnBM), fit(sk, defAttnBN), in, true, attnLive)
+		return Schedule{Key: key, Kind: "attention", BM: bm, BN: bn, Stages: 2,
 			LoopOrder: "grid(batch,q) keys-seq online-softmax"}
 	case graph.KindAttentionGrad:
 		// The backward keeps about fifteen tiles live per grid point (S, P, dP, dS and the
@@ -117,7 +118,8 @@ func defaultSchedule(gr *group) Schedule {
 		// shared memory.
 		r := in[0].Type.Rank()
 		sq, sk := in[0].Type.Shape[r-2], in[1].Type.Shape[r-2]
-		return Schedule{Key: key, Kind: "attention_grad", BM: fit(sq, defAttnBM/2), BN: fit(sk, defAttnBN/2), Stages: 1,
+		bm, bn := attnTiles(fit(sq, defAttnBM/2), fit(sk, defAttnBN/2), in, false, attnGradLive)
+		return Schedule{Key: key, Kind: "attention_grad", BM: bm, BN: bn, Stages: 1,
 			LoopOrder: "grid(batch,q|k) k|q-seq recompute P from lse"}
 	case graph.KindReduce:
 		outer, inner := reduceExtent(n)

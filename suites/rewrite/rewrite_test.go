@@ -3,6 +3,7 @@ package rewrite_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	_ "github.com/tessera-qa/tessera-qa/engine/backend/all"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/ptx"
 	"github.com/tessera-qa/tessera-qa/property"
 	"github.com/tessera-qa/tessera-qa/rewrite"
 )
@@ -48,7 +50,11 @@ var _ = Describe("the compiler's rewrites", func() {
 					if err := b.Available(); err != nil {
 						Skip(b.Name() + " unavailable: " + err.Error())
 					}
-					Expect(e.CheckNumbers(b, uint64(GinkgoRandomSeed()))).To(Succeed())
+					err := e.CheckNumbers(b, uint64(GinkgoRandomSeed()))
+					if err != nil && strings.Contains(err.Error(), ptx.NotLowered) {
+						Skip("a declared gap (tessera-qa ops --coverage): " + err.Error())
+					}
+					Expect(err).To(Succeed())
 				})
 			}
 		})

@@ -3,6 +3,7 @@ package ptx
 import (
 	"sort"
 
+	"github.com/tessera-qa/tessera-qa/engine/compiler"
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
@@ -285,4 +286,4 @@ func liveRanges(k *tile.Kernel) []interval {
 }
 
 // maxShared is the most dynamic shared memory one CTA may use on sm_90 (227 KiB).
-const maxShared = 227 * 1024
+const maxShared = compiler.SharedBudget
