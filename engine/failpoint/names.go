@@ -155,11 +155,12 @@ func Names() []string {
 		DistNaNPayloadKept, DistRaggedTailDropped,
 		CPUDivFloorTruncates, ReduceEmptyAxesFirstOnly, // issue 21 (h/ops)
 		DistPPGradNotDividedByMicroBatches, DistPPGradLastMicroBatchOnly, DistMoEExpertGradTimesEP, DistMoETieBreakByBackend, // issue 27
-		CPUSDCBitFlipOneDevice,    // issue 25 (h/doctor)
-		CPUMatmulKernelRunsTwice,  // issue 24 (h/prof)
-		CPUFFTTwiddleRecurrence,   // issue 26 (h/spectral)
-		DistAllToAllChunksSwapped, // issue 26 (h/pencil)
-		ConvFFTCropOffByOne,       // issue 26 (h/conv)
+		CPUSDCBitFlipOneDevice,        // issue 25 (h/doctor)
+		CPUMatmulKernelRunsTwice,      // issue 24 (h/prof)
+		CPUFFTTwiddleRecurrence,       // issue 26 (h/spectral)
+		DistAllToAllChunksSwapped,     // issue 26 (h/pencil)
+		ConvFFTCropOffByOne,           // issue 26 (h/conv)
+		GraphConvGradKernelNotFlipped, // issue 26 (h/convgrad)
 	}
 }
 
@@ -295,3 +296,9 @@ const CPUFFTTwiddleRecurrence = "cpu/fft/twiddle-recurrence"
 // ConvFFTCropOffByOne: the conv -> FFT rewrite crops its cyclic result one point late on each
 // spatial axis (engine/compiler/conv_fft.go), caught by suites/rewrite's numeric specs.
 const ConvFFTCropOffByOne = "compiler/conv-fft/crop-offset-off-by-one"
+
+// GraphConvGradKernelNotFlipped: the input gradient of conv1d/conv2d (engine/graph/vjp_conv.go)
+// correlates dy with the kernel as it is instead of flipped on every spatial axis, the classic
+// transposed-convolution slip: shapes stay right and a symmetric kernel still gives the right
+// gradient, so only a numeric check of the input's gradient sees it.
+const GraphConvGradKernelNotFlipped = "graph/conv-grad/kernel-not-flipped"
