@@ -35,7 +35,7 @@ const (
 )
 
 // convFFTTol is the conv-fft entries' tolerance on normal(0,1) inputs: the FFT form's error
-// is about u*log2(n)*||x line||*||w line|| per output, up to 2^-24*11*sqrt(1024*63*2) ~ 2.4e-4
+// is about u*log2(n)*||x line||*||w line|| per output, up to 2^-24*11.2*sqrt(2304*255) ~ 5.1e-4
 // for the 1-D match; atol 2e-3 leaves room, and an output shifted by one position (the
 // planted crop fault) is off by O(10).
 var convFFTTol = harness.Tolerance{RTol: 1e-4, ATol: 2e-3}

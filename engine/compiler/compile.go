@@ -25,6 +25,9 @@ type Options struct {
 	// Passes lists passes to skip by name (only those not marked required), e.g. to compare a
 	// fused and an unfused program.
 	Skip []string
+	// ForceConvFFT makes conv-fft take every conv it can rewrite, whatever its cost model
+	// says, so that a benchmark can time both forms of one conv (Skip gives the direct one).
+	ForceConvFFT bool
 	// Mesh, when set, makes the "shard" pass turn the graph into one rank's SPMD program over
 	// the mesh (CompileDist); Layouts gives input layouts by input name (absent: replicated).
 	Mesh    *mesh.Mesh
