@@ -47,10 +47,13 @@ var Reasons = []Reason{
 	// Spectral ops (issue 26): the CPU backend runs them through a Tile IR FFT instruction.
 	{"kind:spectral", PTX, "no PTX FFT yet: compile for cuda refuses the op with E_UNSUPPORTED naming it (docs/spectral.md)"},
 	{"kind:complex", PTX, "desugared into one-axis FFTs, which have no PTX lowering yet (docs/spectral.md)"},
-	{"kind:spectral", Shard, "no one-op shard rule: the pencil FFT over a mesh axis (all_to_all between the axes) is not built yet"},
-	{"kind:complex", Shard, "desugared before the shard pass into one-axis FFTs, which have no shard rule yet"},
+	{"kind:complex", Shard, "desugared before the shard pass (the 2-D FFTs into two one-axis FFTs, complex_mul and conj into slices, elementwise ops and a concat), whose rules shard them (sharded.Rules: fft2, irfft2; the pencil specs)"},
 	{"kind:spectral", Bench, "the CPU FFT is timed against numpy.fft by spectral's BenchmarkFFTvsNumpy; the GPU rows wait for a PTX FFT"},
 	{"kind:complex", Bench, "the CPU FFT is timed against numpy.fft by spectral's BenchmarkFFTvsNumpy; the GPU rows wait for a PTX FFT"},
+
+	// Convolutions (issue 26): the CPU backend runs them directly through Tile IR MMAs.
+	{"kind:conv", PTX, "no PTX convolution yet: compile for cuda refuses the op with E_UNSUPPORTED naming it (docs/spectral.md)"},
+	{"kind:conv", Bench, "bench times the CUDA backend against torch; the GPU rows wait for a PTX conv; on the CPU rewrite's BenchmarkConvFFTCost times direct against the FFT form"},
 }
 
 // reasonFor finds the stated reason for (d, check): the op's own line first, then its kind's.

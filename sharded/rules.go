@@ -95,6 +95,11 @@ func Rules() []Rule {
 		{Name: "irfft/dim=-1", Op: op("irfft", nil), Inputs: [][]int{{4, 5, 2}}, Sums: [][]int{nil}, K: 8},
 		{Name: "fft2", Op: op("fft2", nil), Inputs: [][]int{c2}, Sums: [][]int{nil}, K: 32},
 		{Name: "irfft2", Op: op("irfft2", nil), Inputs: [][]int{{4, 5, 2}}, Sums: [][]int{nil}, K: 32},
+		// The convs (issue 26): batch and output channels stay split, the rest is gathered.
+		{Name: "conv1d/bias", Op: op("conv1d", nil), Inputs: [][]int{{4, 4, 10}, {4, 4, 3}, {4}}, Sums: [][]int{{1, 2}, {1, 2}, nil}, K: 12},
+		{Name: "conv1d/groups=2,stride=2,padding=1", Op: op("conv1d", graph.Attrs{"groups": graph.Int(2), "stride": graph.Ints(2), "padding": graph.Ints(1)}),
+			Inputs: [][]int{{4, 4, 9}, {4, 2, 3}}, Sums: [][]int{{1, 2}, {1, 2}}, K: 6},
+		{Name: "conv2d", Op: op("conv2d", nil), Inputs: [][]int{{2, 4, 6, 6}, {4, 4, 3, 3}}, Sums: [][]int{{1, 2, 3}, {1, 2, 3}}, K: 36},
 		{Name: "div/rounding_mode=floor", Op: op("div", graph.Attrs{"rounding_mode": graph.String("floor")}), Inputs: [][]int{m2, {12}}, Sums: [][]int{nil, nil}, K: 1},
 	}
 }

@@ -47,6 +47,8 @@ import (
 //     the rows, one all_to_all to column blocks, the local FFT along the columns; each rank
 //     runs the one-device kernel on whole lines, so the bits are the one device's. The result
 //     stays in column blocks (an ifft2 after it moves them back for its first axis).
+//   - conv1d, conv2d: the batch split of x and (without groups) the output-channel split of the
+//     weight and bias are kept; input channels and spatial dims are gathered.
 //   - graph outputs: pending sums are all-reduced; sharded dims stay sharded (DistPlan says how).
 
 // Placement says where a tensor of the rank program lives: its layout over the mesh, the whole
@@ -274,6 +276,8 @@ func (s *sharder) node(n *graph.Node) error {
 		outs, err = s.loss(n, ins)
 	case graph.KindSpectral:
 		outs, err = s.spectral(n, ins)
+	case graph.KindConv:
+		outs, err = s.conv(n, ins)
 	default:
 		return errs.New(errs.Unsupported, "no sharding rule for op kind of %s", n.Op)
 	}
@@ -484,6 +488,43 @@ func (s *sharder) spectral(n *graph.Node, ins []*graph.Value) (*graph.Value, err
 		out.Dims = out.Dims[:len(out.Dims)-1]
 	}
 	return s.emit(n, n.Attrs, out, x)
+}
+
+// conv keeps the batch split of x and, without groups, the output-channel split of the weight
+// (and bias): each rank then convolves whole windows over whole input channels, the
+// one-device sum in the one-device order. Input channels and spatial dims are gathered: a
+// split of those would leave a pending sum or need halos, which no rule builds yet. With
+// groups an output-channel block needs its groups' input channels, so the weight is gathered.
+func (s *sharder) conv(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
+	args := make([]*graph.Value, len(ins))
+	for i, v := range ins {
+		var err error
+		if args[i], err = s.settled(v); err != nil {
+			return nil, err
+		}
+	}
+	lx, lw := s.lay[args[0]], s.lay[args[1]]
+	pick := axisPicker{}
+	want := []mesh.Layout{mesh.Replicated(lx.Rank()), mesh.Replicated(lw.Rank())}
+	out := mesh.Replicated(n.Output.Type.Rank())
+	t := pick.take(lx.Dims[0])
+	want[0].Dims[0], out.Dims[0] = t, t
+	if n.IntAttr("groups") <= 1 {
+		t = pick.take(lw.Dims[0])
+		want[1].Dims[0], out.Dims[1] = t, t
+	}
+	if len(args) == 3 {
+		b := mesh.Replicated(1)
+		b.Dims[0] = out.Dims[1]
+		want = append(want, b)
+	}
+	for i := range args {
+		var err error
+		if args[i], err = s.redistribute(args[i], want[i]); err != nil {
+			return nil, err
+		}
+	}
+	return s.emit(n, n.Attrs, out, args...)
 }
 
 func (s *sharder) matmul(n *graph.Node, ins []*graph.Value) (*graph.Value, error) {
