@@ -51,7 +51,7 @@ func TestRunTwiceInOneFolderAndTheDashboardShowsIt(t *testing.T) {
 	}
 	// The first run's artifacts stay addressable: its results, its chaos histories.
 	hist, _ := filepath.Glob(filepath.Join(first.RunDir, "chaos", "*", "history.jsonl"))
-	if len(hist) != 3 {
+	if len(hist) != 4 {
 		t.Errorf("the first run's chaos histories after the second run: %v", hist)
 	}
 	o := cli(t, "gate", "--db", db)
@@ -69,8 +69,8 @@ func TestRunTwiceInOneFolderAndTheDashboardShowsIt(t *testing.T) {
 	o = cli(t, "report", "series", "--db", db, "--json", "-")
 	var series []report.SeriesSummary
 	mustJSON(t, o.stdout, &series)
-	if len(series) != 6 {
-		t.Errorf("%d bench series after two runs, want 6 (5 timed cases and profile/mlp)", len(series))
+	if len(series) != 7 {
+		t.Errorf("%d bench series after two runs, want 7 (6 timed cases and profile/mlp)", len(series))
 	}
 	for _, s := range series {
 		if s.Points != 2 {
@@ -110,8 +110,8 @@ func lookAtEveryPage(t *testing.T, site string) {
 		t.Skip(err)
 	}
 	series, _ := filepath.Glob(filepath.Join(site, "series-*.html"))
-	if len(series) != 6 {
-		t.Fatalf("%d series pages, want one per bench row (6)", len(series))
+	if len(series) != 7 {
+		t.Fatalf("%d series pages, want one per bench row (7)", len(series))
 	}
 	var matmul string
 	for _, p := range series {
@@ -215,16 +215,16 @@ func TestReportIngestTakesARunFolder(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "h.db")
 	o = cli(t, "report", "ingest", "--db", db, rep.RunDir)
 	o.want(t, ExitOK, "")
-	// 2 smoke and 6 bench results (5 timed cases and the profile), 6 bench rows: the same
+	// 2 smoke and 7 bench results (6 timed cases and the profile), 7 bench rows: the same
 	// count --check announced.
-	if !strings.Contains(o.stdout, "run 1: "+rep.RunDir+" (results, 14 rows)") || !strings.Contains(check.stdout, "results, 14 rows") {
+	if !strings.Contains(o.stdout, "run 1: "+rep.RunDir+" (results, 16 rows)") || !strings.Contains(check.stdout, "results, 16 rows") {
 		t.Fatalf("ingest of a run folder:\n%s\n--check:\n%s", o.stdout, check.stdout)
 	}
 	o = cli(t, "report", "series", "--db", db, "--json", "-")
 	var series []report.SeriesSummary
 	mustJSON(t, o.stdout, &series)
-	if len(series) != 6 {
-		t.Fatalf("%d series from the run folder, want the bench suite's 6", len(series))
+	if len(series) != 7 {
+		t.Fatalf("%d series from the run folder, want the bench suite's 7", len(series))
 	}
 	cli(t, "report", "ingest", "--db", db, out).want(t, ExitUsage, "E_INPUT") // DIR itself is not a run folder
 }
