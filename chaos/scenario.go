@@ -61,6 +61,16 @@ const (
 	DefaultBound       = 3 * time.Minute
 )
 
+// CommTimeoutFor is the default bound on a collective for a world of n ranks:
+// DefaultCommTimeout up to 8 ranks, then as much again per 8 more. The bound must outlast a
+// healthy collective, and one among n ranks that share a machine's cores (goroutine ranks, a
+// modeled fabric) waits for the slowest of them: at 64 ranks on 2 cores a checkpoint barrier
+// took longer than 3 s with no fault (docs/reliability.md), so a fixed 3 s turned load into
+// E_TIMEOUT_COMM restarts.
+func CommTimeoutFor(n int) time.Duration {
+	return DefaultCommTimeout * time.Duration(max(1, (n+7)/8))
+}
+
 // Normalize fills defaults and checks the scenario.
 func (s *Scenario) Normalize() error {
 	if s.Workload == "" {
@@ -101,7 +111,7 @@ func (s *Scenario) Normalize() error {
 		s.Seed = 1
 	}
 	if s.CommTimeout == 0 {
-		s.CommTimeout = Duration(DefaultCommTimeout)
+		s.CommTimeout = Duration(CommTimeoutFor(s.World))
 	}
 	if s.Bound == 0 {
 		s.Bound = Duration(DefaultBound)

@@ -105,6 +105,9 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 				return nil
 			}
 			base.CommTimeout, base.Bound = chaos.Duration(commTimeout), chaos.Duration(bound)
+			if !cmd.Flags().Changed("comm-timeout") {
+				base.CommTimeout = 0 // the scenario's world picks it (chaos.CommTimeoutFor)
+			}
 			if base.Topology != "" && !cmd.Flags().Changed("transport") {
 				base.Transport = "inproc" // the modeled fabric joins goroutine ranks
 			}
@@ -215,7 +218,7 @@ asked for explicitly cannot act here (device faults without a GPU, disk/full wit
 	f.IntVar(&base.CheckpointEvery, "checkpoint-every", chaos.DefaultCheckEvery, "commit a checkpoint every K steps")
 	f.Uint64Var(&base.Seed, "train-seed", 1, "the workload's seed (parameters and data)")
 	f.IntVar(&base.MaxRestarts, "max-restarts", 0, "restarts the launcher may make (0: 2 more than the faults need)")
-	f.DurationVar(&commTimeout, "comm-timeout", chaos.DefaultCommTimeout, "bound on every collective: a rank silent longer is detected")
+	f.DurationVar(&commTimeout, "comm-timeout", chaos.DefaultCommTimeout, "bound on every collective: a rank silent longer is detected (default: 3s per 8 ranks of the world)")
 	f.DurationVar(&bound, "bound", chaos.DefaultBound, "bound on each whole run: past it the run hung")
 	f.StringVar(&artifacts, "artifacts", "", "`DIR` for the runs' histories and reports (default tessera-qa-out/chaos/TIME)")
 	f.BoolVar(&base.Profile, "profile", false, "record every rank's kernels and collectives; per attempt a Perfetto trace and the per-rank summary with the straggler ranking in the artifacts (profile/attempt-N/)")
