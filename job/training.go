@@ -51,57 +51,17 @@ func (r *runner) trainingTasks() []task {
 			return a.Digest, b.Digest, sameLosses(a, b)
 		}, "mlp", "dp=2")
 	}, func() harness.Result {
-		return trainingResult("transformer-block/dp2xtp2-inproc/repeat", func(cfg training.Config) (string, string, error) {
-			a, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
-			if err != nil {
-				return "", "", err
-			}
-			b, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
-			if err != nil {
-				return "", "", err
-			}
-			return a.Digest, b.Digest, sameLosses(a, b)
-		}, "transformer-block", "dp=2,tp=2")
+		return trainingResult("transformer-block/dp2xtp2-inproc/repeat", inprocTwice, "transformer-block", "dp=2,tp=2")
 	}, func() harness.Result {
 		// Issue 26: the Fourier neural operator block (default dims: 4 fields of 2 channels on
 		// an 8x8 grid, 8 hidden channels, 3x3 modes per corner), output channels over tp.
-		return trainingResult("fno/dp2xtp2-inproc/repeat", func(cfg training.Config) (string, string, error) {
-			a, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
-			if err != nil {
-				return "", "", err
-			}
-			b, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
-			if err != nil {
-				return "", "", err
-			}
-			return a.Digest, b.Digest, sameLosses(a, b)
-		}, training.FNOModel, "dp=2,tp=2")
+		return trainingResult("fno/dp2xtp2-inproc/repeat", inprocTwice, training.FNOModel, "dp=2,tp=2")
 	}, func() harness.Result {
 		// Issue 27: a pipeline (1F1B, 4 micro-batches) on each of two data-parallel replicas.
-		return trainingResult("transformer-block/dp2xpp2-1f1b-inproc/repeat", func(cfg training.Config) (string, string, error) {
-			a, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
-			if err != nil {
-				return "", "", err
-			}
-			b, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
-			if err != nil {
-				return "", "", err
-			}
-			return a.Digest, b.Digest, sameLosses(a, b)
-		}, "transformer-block", "dp=2,pp=2")
+		return trainingResult("transformer-block/dp2xpp2-1f1b-inproc/repeat", inprocTwice, "transformer-block", "dp=2,pp=2")
 	}, func() harness.Result {
 		// Issue 27: the mixture-of-experts layer with its experts over ep=4, twice.
-		return trainingResult("moe/dp2xep4-inproc/repeat", func(cfg training.Config) (string, string, error) {
-			a, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
-			if err != nil {
-				return "", "", err
-			}
-			b, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
-			if err != nil {
-				return "", "", err
-			}
-			return a.Digest, b.Digest, sameLosses(a, b)
-		}, training.MoEModel, "dp=2,ep=4")
+		return trainingResult("moe/dp2xep4-inproc/repeat", inprocTwice, training.MoEModel, "dp=2,ep=4")
 	}, func() harness.Result {
 		return trainingResult("mlp/resume", func(cfg training.Config) (string, string, error) {
 			whole, err := training.Inproc(context.Background(), cfg, 1)
@@ -182,4 +142,18 @@ func trainingResult(name string, body func(training.Config) (string, string, err
 		res.Reason += " (rerun: " + rerun + ")"
 	}
 	return res
+}
+
+// inprocTwice trains cfg on its mesh's ranks in process twice: the repeat rows compare the two
+// runs' digests and every loss's bits.
+func inprocTwice(cfg training.Config) (string, string, error) {
+	a, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
+	if err != nil {
+		return "", "", err
+	}
+	b, err := training.Inproc(context.Background(), cfg, cfg.Mesh.World())
+	if err != nil {
+		return "", "", err
+	}
+	return a.Digest, b.Digest, sameLosses(a, b)
 }
