@@ -163,10 +163,19 @@ func TestAllReduceMaxMinAvg(t *testing.T) {
 	noLeftovers(t)
 	const world = 3
 	ins := randomInputs(numerics.F64, world, []int{50}, 3, normal)
-	for _, red := range []string{"max", "min", "avg"} {
-		outs, err := Collective(context.Background(), cfg, "all_reduce", red, 0, ins)
+	reds := []string{"max", "min", "avg"}
+	var reqs []Request
+	for _, red := range reds {
+		reqs = append(reqs, Request{Op: "all_reduce", Red: red, Inputs: ins})
+	}
+	replies := Batch(context.Background(), cfg, reqs) // one interpreter start for the three
+	for k, red := range reds {
+		outs, err := replies[k].Outs, replies[k].Err
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(outs) != world {
+			t.Fatalf("%s: %d outputs, want %d", red, len(outs), world)
 		}
 		for i := range ins[0].Len() {
 			want := ins[0].Float64(i)
@@ -220,22 +229,40 @@ func rows(t *tensor.Tensor, lo, hi int) []byte {
 	return t.Data[lo*row : hi*row]
 }
 
+// TestDataMovementIsExact sends every dtype through the data-only collectives in one Batch
+// (one interpreter start for twelve collectives, not twelve): the outputs must be the inputs'
+// bytes, moved.
 func TestDataMovementIsExact(t *testing.T) {
 	cfg := needTorch(t)
 	noLeftovers(t)
 	const world = 3
-	for _, dt := range []numerics.DType{numerics.F32, numerics.F16, numerics.BF16, numerics.I8} {
+	dts := []numerics.DType{numerics.F32, numerics.F16, numerics.BF16, numerics.I8}
+	inputs := make([][]*tensor.Tensor, len(dts))
+	var reqs []Request
+	for k, dt := range dts {
 		ins := randomInputs(dt, world, []int{3, 5}, 11, normal)
 		if dt == numerics.I8 {
 			ins = randomInputs(dt, world, []int{3, 5}, 11, func(r *rand.Rand) float64 { return float64(r.IntN(256) - 128) })
 		}
 		ins[1].SetBits(0, ins[1].Bits(0)|1<<(8*dt.Size()-1)) // a negative or -0 somewhere
-
-		outs, err := Collective(context.Background(), cfg, "all_gather", "", 0, ins)
-		if err != nil {
-			t.Fatalf("%s: %v", dt, err)
+		inputs[k] = ins
+		reqs = append(reqs, Request{Op: "all_gather", Inputs: ins}, Request{Op: "broadcast", Root: 2, Inputs: ins}, Request{Op: "all_to_all", Inputs: ins})
+	}
+	replies := Batch(context.Background(), cfg, reqs)
+	if len(replies) != len(reqs) {
+		t.Fatalf("%d replies to %d requests", len(replies), len(reqs))
+	}
+	for k, dt := range dts {
+		ins := inputs[k]
+		for j, rep := range replies[3*k : 3*k+3] {
+			if rep.Err != nil {
+				t.Fatalf("%s %s: %v", reqs[3*k+j].Op, dt, rep.Err)
+			}
+			if len(rep.Outs) != world {
+				t.Fatalf("%s %s: %d outputs, want %d", reqs[3*k+j].Op, dt, len(rep.Outs), world)
+			}
 		}
-		for r, o := range outs {
+		for r, o := range replies[3*k].Outs {
 			if o.TypeString() != tensor.TypeString(dt, []int{9, 5}) {
 				t.Fatalf("all_gather %s rank %d: %s", dt, r, o.TypeString())
 			}
@@ -245,22 +272,12 @@ func TestDataMovementIsExact(t *testing.T) {
 				}
 			}
 		}
-
-		outs, err = Collective(context.Background(), cfg, "broadcast", "", 2, ins)
-		if err != nil {
-			t.Fatalf("%s: %v", dt, err)
-		}
-		for r, o := range outs {
+		for r, o := range replies[3*k+1].Outs {
 			if !bytes.Equal(o.Data, ins[2].Data) {
 				t.Fatalf("broadcast %s rank %d differs from root 2's input", dt, r)
 			}
 		}
-
-		outs, err = Collective(context.Background(), cfg, "all_to_all", "", 0, ins)
-		if err != nil {
-			t.Fatalf("%s: %v", dt, err)
-		}
-		for r, o := range outs {
+		for r, o := range replies[3*k+2].Outs {
 			for s, in := range ins {
 				if !bytes.Equal(rows(o, s, s+1), rows(in, r, r+1)) {
 					t.Fatalf("all_to_all %s rank %d: block %d is not block %d of rank %d", dt, r, s, r, s)
