@@ -230,7 +230,7 @@ func rows(t *tensor.Tensor, lo, hi int) []byte {
 }
 
 // TestDataMovementIsExact sends every dtype through the data-only collectives in one Batch
-// (one interpreter start for twelve collectives, not twelve): the outputs must be the inputs'
+// (one interpreter start for the twelve collectives, not one each): the outputs must be the inputs'
 // bytes, moved.
 func TestDataMovementIsExact(t *testing.T) {
 	cfg := needTorch(t)
