@@ -52,7 +52,6 @@ var Reasons = []Reason{
 	{"kind:complex", Bench, "the CPU FFT is timed against numpy.fft by spectral's BenchmarkFFTvsNumpy; the GPU rows wait for a PTX FFT"},
 
 	// Convolutions (issue 26): the CPU backend runs them directly through Tile IR MMAs.
-	{"kind:conv", PTX, "no PTX convolution yet: compile for cuda refuses the op with E_UNSUPPORTED naming it (docs/spectral.md)"},
 	{"kind:conv", Bench, "bench times the CUDA backend against torch; the GPU rows wait for a PTX conv; on the CPU rewrite's BenchmarkConvFFTCost times direct against the FFT form"},
 }
 
