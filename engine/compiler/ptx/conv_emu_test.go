@@ -117,7 +117,8 @@ func TestConvGoldenEmulated(t *testing.T) {
 }
 
 // TestConvEmulatedShapes covers what the golden cases do not: c_out, tap and position blocks
-// all ragged (c_out 40 and 48 against tiles of 32, 9 taps against 16, positions against 64),
+// all ragged (c_out 40 and 48 against tiles of 32, 9 taps against 16, 40 against two blocks
+// of 32, positions against 64),
 // padding, stride and dilation on both axes with three groups, and the tensor-core path that
 // bf16 and f16 convs with c_out blocks of 16 or more take. Every output is checked against
 // engine/ref's float64 definition (padding by bounds test, no desugaring) within the
@@ -143,6 +144,8 @@ func TestConvEmulatedShapes(t *testing.T) {
 		{"conv2d/bf16/ragged-cout48-tensor", "conv2d", numerics.BF16, []int{2, 5, 11, 9}, []int{48, 5, 3, 3}, true, nil, "mma.sync"},
 		{"conv1d/f16/groups2-stride2-dil2-pad3-tensor", "conv1d", numerics.F16, []int{1, 8, 50}, []int{32, 4, 9}, true,
 			graph.Attrs{"groups": graph.Int(2), "stride": i(2), "dilation": i(2), "padding": i(3)}, "mma.sync"},
+		// 40 taps: two tap blocks of 32 (the second ragged), each two k-steps of 16.
+		{"conv1d/bf16/k40-two-tap-blocks-tensor", "conv1d", numerics.BF16, []int{1, 3, 90}, []int{16, 3, 40}, false, nil, "mma.sync"},
 	}
 	cpu, _ := backend.Get("cpu")
 	simt := H100
