@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/ref"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
 	"github.com/tessera-qa/tessera-qa/golden"
+	"github.com/tessera-qa/tessera-qa/gradients"
 	"github.com/tessera-qa/tessera-qa/harness"
 )
 
@@ -203,5 +204,57 @@ func TestConvEmulatedShapes(t *testing.T) {
 				t.Errorf("%s on simt: emulated vs cpu backend, bitwise: %s", c.name, harness.Check(got[0], want[0], harness.Bitwise()).Reason)
 			}
 		}
+	}
+}
+
+// TestConvGradientsEmulated runs the conv gradient cases the cuda gradient specs run (each
+// golden conv geometry's backward program: the convs that give dx and dw, their pads, crops
+// and reductions) in the emulator: every output bit for bit the CPU backend's, and each
+// gradient within gradients.Tolerances of the float64 rule (the backward graph on the golden
+// model), the gradient suite's own normwise budget. CI runs f32 and bf16; TESSERA_SPECTRAL_FULL=1
+// adds f16 and f64.
+func TestConvGradientsEmulated(t *testing.T) {
+	cs, err := gradients.Cases([]string{"conv1d", "conv2d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := os.Getenv("TESSERA_SPECTRAL_FULL") == "1"
+	cpu, _ := backend.Get("cpu")
+	n := 0
+	for _, c := range cs {
+		if !full && c.DType != numerics.F32 && c.DType != numerics.BF16 {
+			continue
+		}
+		vg, feed, rule, err := gradients.Backward(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := compiler.Compile(vg, compiler.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := emulateAll(t, p, feed, H100)
+		want, err := cpu.Run(p, feed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i].Data, want[i].Data) {
+				t.Errorf("%s: output %d: emulated vs cpu backend, bitwise: %s", c.Name, i, harness.Check(got[i], want[i], harness.Bitwise()).Reason)
+			}
+		}
+		grads := got[len(c.Graph.Outputs):]
+		if len(grads) != len(rule) || len(rule) < 2 {
+			t.Fatalf("%s: %d gradients, the rule has %d", c.Name, len(grads), len(rule))
+		}
+		for i, g := range grads {
+			if e, budget := gradients.NormErr(g, rule[i]), gradients.Tolerances[c.DType].RTol; !(e <= budget) {
+				t.Errorf("%s: gradient %d: normwise error %.3g against the float64 rule, budget %.3g", c.Name, i, e, budget)
+			}
+		}
+		n++
+	}
+	if n < 12 {
+		t.Errorf("only %d conv gradient cases emulated", n)
 	}
 }
