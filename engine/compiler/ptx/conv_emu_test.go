@@ -24,7 +24,7 @@ func emulateAll(t *testing.T, p *compiler.Program, in map[string]*tensor.Tensor,
 	t.Helper()
 	bufs := make([][]byte, len(p.Buffers))
 	for i, b := range p.Buffers {
-		bufs[i] = bytes.Repeat([]byte{0xA5}, tensor.New(b.Type.DType, b.Type.Shape).Len()*b.Type.DType.Size())
+		bufs[i] = bytes.Repeat([]byte{0xA5}, prod(b.Type.Shape)*b.Type.DType.Size())
 	}
 	for i, v := range p.Graph.Inputs {
 		copy(bufs[p.Inputs[i]], in[v.Name].Data)
