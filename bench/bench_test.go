@@ -48,7 +48,7 @@ func (f *fakeEngine) Time(p *compiler.Program, in map[string]*tensor.Tensor, war
 	return out, err
 }
 
-var smallShapes = []string{"24x300", "matmul:16x24x32", "fp8gemm:16x24x32", "batch_matmul:2x8x8x16", "attention:1x2x16x8", "attention_causal:1x2x16x8"}
+var smallShapes = []string{"24x300", "conv2d:2x3x9x8x5x3", "matmul:16x24x32", "fp8gemm:16x24x32", "batch_matmul:2x8x8x16", "attention:1x2x16x8", "attention_causal:1x2x16x8"}
 
 // gpuBackend is the registered CUDA backend, or skips the test with the reason.
 func gpuBackend(t *testing.T) backend.Backend {
@@ -71,8 +71,12 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cases) != 2*len(ops)-1 { // fp8gemm keeps its one dtype
-		t.Fatalf("%d cases for %d ops x 2 dtypes", len(cases), len(ops))
+	want := 0
+	for _, o := range ops {
+		want += map[bool]int{false: 2, true: len(o.dtypes)}[o.ownDTypes] // fp8gemm and the FFTs keep their dtypes
+	}
+	if len(cases) != want {
+		t.Fatalf("%d cases for %d ops, want %d", len(cases), len(ops), want)
 	}
 	eng, orc := newFake(t, 1), RefOracle{MS: 2}
 	var log bytes.Buffer

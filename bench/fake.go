@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"slices"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
@@ -104,7 +105,8 @@ func (o RefOracle) Run(req Request) (Reply, error) {
 }
 
 // caseShapeOf recovers a case's shape from its input shapes: the first input's for every op
-// of the table but matmul and batch_matmul, whose A and B together carry it.
+// of the table but those whose inputs together carry it (matmul, batch_matmul, fp8gemm,
+// conv2d) or whose input has a trailing complex axis (fft_c2c).
 func caseShapeOf(def opDef, in []FileTensor) []int {
 	a := in[0].Shape
 	switch {
@@ -114,6 +116,10 @@ func caseShapeOf(def opDef, in []FileTensor) []int {
 		return []int{a[0], in[1].Shape[0], a[1]}
 	case def.name == "batch_matmul" && len(in) > 1:
 		return []int{a[0], a[1], in[1].Shape[2], a[2]}
+	case def.name == "conv2d" && len(in) > 1: // w is [CO,C,K,K]
+		return append(slices.Clone(a), in[1].Shape[0], in[1].Shape[2])
+	case def.name == "fft_c2c": // x is [R,N,2]
+		return a[:2]
 	}
 	return a
 }

@@ -36,6 +36,9 @@ type opDef struct {
 	ownDTypes bool
 	// inputDTypes names the inputs whose dtype is not the case's (fp8gemm's f32 scales).
 	inputDTypes map[string]numerics.DType
+	// rowsDim names the dim the reference check's slice cuts when it is not R, M or S
+	// (conv2d's images, B).
+	rowsDim string
 	// accumBound, when set, is the op's error bound over the whole output on a device whose
 	// tensor cores accumulate in fewer bits than f32 (harness/accum; fp8gemm): on such a
 	// device the checks use the output dtype's default tolerance plus a per-element bound
@@ -266,6 +269,9 @@ var ops = []opDef{
 		inputs: rowsInputs("x"), build: one("transpose", graph.Attrs{"perm": graph.Ints(1, 0)}),
 		flops: none, reduce: func([]int) int { return 1 }, tol: tolExact, slice: fullSlice,
 	},
+	fftDef("fft_c2c", "fft"),
+	fftDef("fft_r2c", "rfft"),
+	conv2dDef(),
 }
 
 // fullSlice is the whole case: the reference check of an op whose output prefix is not

@@ -350,10 +350,10 @@ func accumModel(def opDef, dev Device) (accum.Model, bool) {
 	return accum.ForBackend(backend)
 }
 
-// rowCount is the extent of the dim the reference slice cuts (R, M or S).
+// rowCount is the extent of the dim the reference slice cuts (rowsDim, else R, M or S).
 func rowCount(def opDef, shape []int) int {
 	for i, d := range def.dims {
-		if d == "R" || d == "M" || d == "S" {
+		if d == def.rowsDim || def.rowsDim == "" && (d == "R" || d == "M" || d == "S") {
 			return shape[i]
 		}
 	}

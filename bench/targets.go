@@ -7,7 +7,7 @@ import (
 )
 
 // Target is a bar one bench row is held to: a speedup against torch, or, for a memory-bound
-// row, a share of the run's copy bandwidth (CopyGBps). The table below is issue 14's; a run
+// row, a share of the run's copy bandwidth (CopyGBps). The table below is issue 14's and 26's; a run
 // prints how each row it measured stands (PrintTargets), so one command shows the scoreboard.
 type Target struct {
 	Op, DType, Shape string
@@ -21,7 +21,7 @@ const (
 	MetricCopy    = "copy"
 )
 
-// Targets is issue 14's table (docs/PERF.md).
+// Targets is issue 14's table (docs/PERF.md) and issue 26's FFT rows (docs/spectral.md).
 var Targets = []Target{
 	{"copy", "f32", "8192x8192", MetricCopy, 0.85, 0.95},
 	{"copy", "bf16", "8192x8192", MetricCopy, 0.85, 0.95},
@@ -40,6 +40,13 @@ var Targets = []Target{
 	{"attention", "bf16", "4x16x4096x128", MetricSpeedup, 0.95, 1.05},
 	{"attention_causal", "bf16", "4x16x4096x128", MetricSpeedup, 0.95, 1.05},
 	{"fp8gemm", "fp8e4m3", "8192x8192x8192", MetricSpeedup, 0.80, 1.00},
+	// Issue 26 names the FFTs' metric (the share of copy bandwidth) but no bar: these are the
+	// reductions' bars, the other rows that read once, work on chip and write once. The
+	// conv2d rows have no bar (the issue asks only for the comparison with cuDNN).
+	{"fft_c2c", "f32", "16384x1024", MetricCopy, 0.80, 0.90},
+	{"fft_c2c", "f32", "4096x4096", MetricCopy, 0.80, 0.90},
+	{"fft_r2c", "f32", "16384x1024", MetricCopy, 0.80, 0.90},
+	{"fft_r2c", "f32", "4096x4096", MetricCopy, 0.80, 0.90},
 }
 
 // Standing is one target's row in a run: its value and verdict.
@@ -90,7 +97,7 @@ func PrintTargets(w io.Writer, rows []Row) {
 	if len(st) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\ntargets (issue 14; copy = share of the run's copy bandwidth, speedup = torch ms / engine ms):\n")
+	fmt.Fprintf(w, "\ntargets (issues 14 and 26; copy = share of the run's copy bandwidth, speedup = torch ms / engine ms):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROW\tMETRIC\tVALUE\tREQUIRED\tGOAL\tVERDICT")
 	for _, s := range st {

@@ -100,6 +100,17 @@ def main():
         if op == "transpose":
             # A view in torch; contiguous() is the copy the engine's transpose kernel does.
             return lambda: x[0].t().contiguous()
+        if op == "fft_c2c":
+            # The engine's complex tensors are torch.view_as_real's layout: both views are free.
+            return lambda: torch.view_as_real(torch.fft.fft(torch.view_as_complex(x[0])))
+        if op == "fft_r2c":
+            return lambda: torch.view_as_real(torch.fft.rfft(x[0]))
+        if op == "conv2d":
+            # cuDNN may run an f32 conv in TF32 by default; the engine's f32 conv is f32 through
+            # and is judged by f32 tolerances, so torch's is too (bf16 convs are unaffected).
+            torch.backends.cudnn.allow_tf32 = False
+            k = x[1].shape[-1]
+            return lambda: F.conv2d(x[0], x[1], padding=k // 2)
         if op.startswith("train_step/"):
             return train_step(op[len("train_step/"):], x, attrs)
         raise ValueError("unknown op %r" % op)

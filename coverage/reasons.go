@@ -48,12 +48,11 @@ var Reasons = []Reason{
 	{"kind:spectral", PTX, "no PTX FFT yet: compile for cuda refuses the op with E_UNSUPPORTED naming it (docs/spectral.md)"},
 	{"kind:complex", PTX, "desugared into one-axis FFTs, which have no PTX lowering yet (docs/spectral.md)"},
 	{"kind:complex", Shard, "desugared before the shard pass (the 2-D FFTs into two one-axis FFTs, complex_mul and conj into slices, elementwise ops and a concat), whose rules shard them (sharded.Rules: fft2, irfft2; the pencil specs)"},
-	{"kind:spectral", Bench, "the CPU FFT is timed against numpy.fft by spectral's BenchmarkFFTvsNumpy; the GPU rows wait for a PTX FFT"},
-	{"kind:complex", Bench, "the CPU FFT is timed against numpy.fft by spectral's BenchmarkFFTvsNumpy; the GPU rows wait for a PTX FFT"},
+	{"kind:spectral", Bench, "the fft_c2c and fft_r2c rows time the forward one-axis FFTs against torch.fft; the inverses run the same tile FFT instruction; on the CPU spectral's BenchmarkFFTvsNumpy times fft against numpy.fft"},
+	{"kind:complex", Bench, "desugared into one-axis FFTs (the fft_c2c and fft_r2c rows) or elementwise ops; on the CPU spectral's BenchmarkFFTvsNumpy times fft against numpy.fft"},
 
 	// Convolutions (issue 26): the CPU backend runs them directly through Tile IR MMAs.
-	{"kind:conv", PTX, "no PTX convolution yet: compile for cuda refuses the op with E_UNSUPPORTED naming it (docs/spectral.md)"},
-	{"kind:conv", Bench, "bench times the CUDA backend against torch; the GPU rows wait for a PTX conv; on the CPU rewrite's BenchmarkConvFFTCost times direct against the FFT form"},
+	{"conv1d", Bench, "the conv2d row times the same lowering (conv1d is conv2d with a 1-row kernel); on the CPU rewrite's BenchmarkConvFFTCost times direct against the FFT form"},
 }
 
 // reasonFor finds the stated reason for (d, check): the op's own line first, then its kind's.

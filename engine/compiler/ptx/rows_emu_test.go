@@ -684,6 +684,9 @@ func (c *emuCTA) thread(tid int) (err error) {
 		case "setp.nan.f64":
 			set(bo(dx(1) != dx(1) || dx(2) != dx(2)))
 		default:
+			if c.warpMatrix(in, lane, warp, regs) { // emu_mma_test.go
+				continue
+			}
 			return fmt.Errorf("emulator: no semantics for %q", in.line)
 		}
 	}

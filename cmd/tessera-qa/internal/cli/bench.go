@@ -69,7 +69,8 @@ Exit 0 when every case passed and was timed, 1 when any failed or errored, 2 on 
 3 when there is no GPU (E_NO_DEVICE) or no torch with CUDA.`,
 		Example: `  tessera-qa bench --vs torch
   tessera-qa bench --vs torch --ops softmax,layernorm,copy --dtypes f32,bf16 --json bench.json
-  tessera-qa bench --vs torch --ops matmul --shapes 4096x4096x4096 --reps 50`,
+  tessera-qa bench --vs torch --ops matmul --shapes 4096x4096x4096 --reps 50
+  tessera-qa bench --vs torch --ops copy,fft_c2c,fft_r2c,conv2d`,
 		Args: cobra.NoArgs,
 		RunE: verb(func(cmd *cobra.Command, args []string) error {
 			if vs != "torch" {
