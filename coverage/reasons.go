@@ -45,8 +45,6 @@ var Reasons = []Reason{
 	{"kind:attention_grad", Shard, "the attention backward is sharded with the training step (gradients/mesh.go), not by a one-op rule"},
 
 	// Spectral ops (issue 26): the CPU backend runs them through a Tile IR FFT instruction.
-	{"kind:spectral", PTX, "no PTX FFT yet: compile for cuda refuses the op with E_UNSUPPORTED naming it (docs/spectral.md)"},
-	{"kind:complex", PTX, "desugared into one-axis FFTs, which have no PTX lowering yet (docs/spectral.md)"},
 	{"kind:complex", Shard, "desugared before the shard pass (the 2-D FFTs into two one-axis FFTs, complex_mul and conj into slices, elementwise ops and a concat), whose rules shard them (sharded.Rules: fft2, irfft2; the pencil specs)"},
 	{"kind:spectral", Bench, "the fft_c2c and fft_r2c rows time the forward one-axis FFTs against torch.fft; the inverses run the same tile FFT instruction; on the CPU spectral's BenchmarkFFTvsNumpy times fft against numpy.fft"},
 	{"kind:complex", Bench, "desugared into one-axis FFTs (the fft_c2c and fft_r2c rows) or elementwise ops; on the CPU spectral's BenchmarkFFTvsNumpy times fft against numpy.fft"},

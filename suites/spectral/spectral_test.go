@@ -77,15 +77,26 @@ var _ = Describe("the DFT's metamorphic relations on the cpu backend", Label("cp
 })
 
 var _ = Describe("the GPU code generator", func() {
-	It("refuses an FFT at compile time with E_UNSUPPORTED naming the op", func() {
+	It("lowers an FFT on the SIMT path with its tables and scratch as launcher buffers", func() {
 		b := graph.NewBuilder("fft_ptx")
 		b.Output(b.Op("rfft", nil, b.Input("x", numerics.F32, 4, 64)))
 		g, err := b.Build()
 		Expect(err).NotTo(HaveOccurred())
 		p, err := compiler.Compile(g, compiler.Options{})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = ptx.Generate(p.Kernels[0], ptx.Target{SM: 90})
+		m, err := ptx.Generate(p.Kernels[0], ptx.H100)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(m.Path).To(Equal("simt"))
+		Expect(m.Extra).NotTo(BeEmpty()) // the twiddle table and the scratch (bits: engine/compiler/ptx/fft_emu_test.go)
+		// A row whose tile registers exceed shared memory is refused with a coded error.
+		b = graph.NewBuilder("fft_ptx_big")
+		b.Output(b.Op("irfft", graph.Attrs{"n": graph.Int(16384)}, b.Input("x", numerics.F64, 1, 8193, 2)))
+		g, err = b.Build()
+		Expect(err).NotTo(HaveOccurred())
+		p, err = compiler.Compile(g, compiler.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = ptx.Generate(p.Kernels[0], ptx.H100)
 		Expect(errs.CodeOf(err)).To(Equal(errs.Unsupported))
-		Expect(err.Error()).To(ContainSubstring("rfft"))
+		Expect(err.Error()).To(ContainSubstring("shared memory"))
 	})
 })

@@ -60,17 +60,34 @@ type execution struct {
 	mods []*ptx.Module
 	fns  []*kernelFn
 	bufs []uint64 // device address per program buffer; 0 = not allocated
+	// extra[i] holds kernel i's launcher-provided buffers (ptx.Module.Extra: FFT tables and
+	// scratch), passed after its params; 0 = not allocated.
+	extra [][]uint64
 }
 
 // prepare loads every kernel and allocates every buffer.
 func (o *owner) prepare(p *compiler.Program, mods []*ptx.Module) (*execution, error) {
-	e := &execution{o: o, p: p, mods: mods, bufs: make([]uint64, len(p.Buffers))}
+	e := &execution{o: o, p: p, mods: mods, bufs: make([]uint64, len(p.Buffers)), extra: make([][]uint64, len(mods))}
 	for _, m := range mods {
 		fn, err := o.function(m.PTX, m.Entry)
 		if err != nil {
 			return nil, err
 		}
 		e.fns = append(e.fns, fn)
+	}
+	for i, m := range mods {
+		e.extra[i] = make([]uint64, len(m.Extra))
+		for j, x := range m.Extra {
+			ptr, err := o.mem.alloc(uint64(max(x.Bytes, 1)))
+			e.extra[i][j] = ptr // 0 when the allocation failed; release skips it
+			if err == nil && x.Data != nil {
+				err = o.h2d(ptr, x.Data)
+			}
+			if err != nil {
+				_ = e.release() // the allocation or upload error is the one to report
+				return nil, errs.Wrap(errs.Internal, err, "%s: kernel %s: %s (%d bytes)", o.where(), m.Entry, x.Name, x.Bytes)
+			}
+		}
 	}
 	for i, bf := range p.Buffers {
 		ptr, err := o.mem.alloc(bufBytes(bf))
@@ -106,10 +123,11 @@ func (e *execution) shapeOf(i int) shape {
 // launchOne enqueues kernel i with its params bound to buffers.
 func (e *execution) launchOne(i int) error {
 	k := e.p.Kernels[i]
-	args := make([]uint64, len(k.Params))
+	args := make([]uint64, len(k.Params), len(k.Params)+len(e.extra[i]))
 	for j, pa := range k.Params {
 		args[j] = e.bufs[pa.Buffer]
 	}
+	args = append(args, e.extra[i]...)
 	return e.o.launch(e.fns[i], e.shapeOf(i), args)
 }
 
@@ -166,6 +184,16 @@ func (e *execution) release() error {
 			e.bufs[i] = 0
 		}
 	}
+	for _, ex := range e.extra {
+		for j, p := range ex {
+			if p != 0 {
+				if err := e.o.mem.release(p); err != nil && first == nil {
+					first = err
+				}
+				ex[j] = 0
+			}
+		}
+	}
 	return first
 }
 
@@ -173,5 +201,8 @@ func (e *execution) release() error {
 // failpoint.CUDABuffersKeptPerRun.
 func (e *execution) forget() error {
 	clear(e.bufs)
+	for _, ex := range e.extra {
+		clear(ex)
+	}
 	return nil
 }

@@ -35,6 +35,11 @@ type gen struct {
 
 	lane, warp      string // lane and warp index, once a tensor-core MMA needs them
 	usedTensorCores bool
+
+	extra         []Extra  // launcher-provided buffers (tables, scratch), params after the kernel's
+	extraAddr     []string // their global addresses
+	scratchPerCTA int      // bytes of scratch each CTA owns (fft.go)
+	scratch       string   // this CTA's scratch address, once used
 }
 
 // Generate compiles one Tile IR kernel to PTX for target t. Anything it cannot compile
@@ -49,9 +54,6 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	shapes, err := tile.Verify(k)
 	if err != nil {
 		return nil, errs.Wrap(errs.Input, err, "ptx: kernel %s", k.Name)
-	}
-	if err := refuseSpectral(k); err != nil {
-		return nil, err
 	}
 	if m, ok := dedicated(k, t); ok {
 		return m, nil
@@ -71,6 +73,10 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	g := &gen{k: k, t: t, entry: entryName(k.Name), shapes: shapes, threads: simtThreads, bases: map[tile.Reg]string{}}
 	if err := g.checkLimits(); err != nil {
 		return nil, err
+	}
+	g.scratchPerCTA = fftScratchPerCTA(k, shapes)
+	if g.scratchPerCTA > maxIndex/2 {
+		return nil, errs.New(errs.Unsupported, "ptx: kernel %s: its FFT needs %d bytes of scratch a CTA, beyond .s32 offsets", k.Name, g.scratchPerCTA)
 	}
 	g.lay = planLayout(k, shapes, !t.SIMTOnly)
 	if g.lay.bytes > maxShared {
@@ -94,7 +100,7 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if g.usedTensorCores {
 		path = "mma.sync"
 	}
-	return &Module{PTX: text, Entry: g.entry, Grid: [3]int{total, 1, 1}, Threads: g.threads, SharedBytes: g.lay.bytes, Path: path}, nil
+	return &Module{PTX: text, Entry: g.entry, Grid: [3]int{total, 1, 1}, Threads: g.threads, SharedBytes: g.lay.bytes, Path: path, Extra: g.extra}, nil
 }
 
 // entryName makes a PTX identifier from a kernel name.
@@ -197,6 +203,8 @@ func (g *gen) body(body []tile.Instr) error {
 			g.maskScores(x)
 		case tile.MaskCols:
 			g.maskCols(x)
+		case tile.FFT:
+			err = g.fft(x)
 		case tile.For:
 			err = g.loop(x)
 			continue // the loop body ends with its own barrier
@@ -322,7 +330,7 @@ func describe(in tile.Instr) string {
 // the general path).
 func (g *gen) entryText(lowering string, grid, threads, shared int, smem bool, bodies ...string) string {
 	m := module{generated: " from Tile IR kernel " + g.k.Name, version: g.t.PTXVersion, arch: g.t.Arch(), entry: g.entry,
-		params: len(g.k.Params), threads: threads,
+		params: len(g.k.Params) + len(g.extra), threads: threads,
 		launch: fmt.Sprintf("grid (%d,1,1), %d threads, %d bytes of dynamic shared memory", grid, threads, shared)}
 	if lowering != "" {
 		m.generated = " (" + lowering + ")" + m.generated

@@ -81,6 +81,8 @@ func planLayout(k *tile.Kernel, shapes []tile.Shape, tensorCores bool) *layout {
 				widen(x.Dst, !l.wide[x.Src])
 			case tile.MaskCols:
 				widen(x.Dst, !l.wide[x.Src] && exact32(x.Value))
+			case tile.FFT:
+				widen(x.Dst, narrowResult(x.DType))
 			}
 		})
 	}
@@ -211,6 +213,8 @@ func regRefs(in tile.Instr) (uses, defs []tile.Reg) {
 	case tile.MaskScores:
 		return []tile.Reg{x.Src}, []tile.Reg{x.Dst}
 	case tile.MaskCols:
+		return []tile.Reg{x.Src}, []tile.Reg{x.Dst}
+	case tile.FFT:
 		return []tile.Reg{x.Src}, []tile.Reg{x.Dst}
 	}
 	return nil, nil

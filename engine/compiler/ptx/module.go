@@ -30,7 +30,7 @@ func (t Target) Arch() string { return "sm_" + itoa(t.SM) + t.ArchSuffix }
 // Launch contract: grid = (Grid[0], Grid[1], Grid[2]) CTAs of Threads threads each (1-D
 // blocks), SharedBytes of dynamic shared memory (the launcher raises
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when it exceeds 48 KiB), and one .u64 global
-// pointer parameter per tile.Param of the kernel, in Kernel.Params order. How Tile IR grid
+// pointer parameter per tile.Param of the kernel, in Kernel.Params order, then one per Extra. How Tile IR grid
 // points map to CTAs is the generator's business: the SIMT and mma.sync paths launch a linear
 // grid (prod(Kernel.Grid), 1, 1) and unfold %ctaid.x into the grid vars themselves; the
 // dedicated matmul kernels launch (tiles of C, batch, 1).
@@ -46,6 +46,18 @@ type Module struct {
 	// the dedicated kernels compute the same function with the tile they support. Empty for
 	// kernels that follow the Tile IR's tiling.
 	Tile string
+	// Extra are buffers the launcher allocates for the module beyond the kernel's params and
+	// passes after them, one .u64 global pointer each, in order: read-only tables (Data, uploaded
+	// before the first launch) and scratch (Data nil: contents undefined at launch, never read
+	// before the kernel writes them).
+	Extra []Extra
+}
+
+// Extra is one launcher-provided buffer of a module (Module.Extra).
+type Extra struct {
+	Name  string // what it holds, for messages: "fft twiddles n=64 f32", "fft scratch"
+	Bytes int
+	Data  []byte // len(Data) == Bytes for a table; nil for scratch
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

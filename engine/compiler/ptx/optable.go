@@ -10,7 +10,7 @@ var knownOps = setOf(
 	"setp.lt.f64", "setp.le.f64", "setp.gt.f64", "setp.ge.f64", "setp.eq.f64", "setp.nan.f64", "setp.neu.f64",
 	// f32 arithmetic
 	"add.rn.f32", "sub.rn.f32", "mul.rn.f32", "div.rn.f32", "mov.f32", "selp.f32",
-	"setp.nan.f32", "setp.neu.f32",
+	"setp.nan.f32", "setp.neu.f32", "neg.f32",
 	// conversions
 	"cvt.rzi.s64.f64", "cvt.rzi.s32.f64", "cvt.rn.f64.s64", "cvt.rn.f64.s32", "cvt.f64.f32", "cvt.rn.f32.f64",
 	"cvt.rn.f32.s32", "cvt.f32.f16", "cvt.rn.f16.f32", "cvt.rn.bf16.f32",
@@ -29,7 +29,7 @@ var knownOps = setOf(
 	// memory
 	"ld.param.u64", "cvta.to.global.u64",
 	"ld.global.f64", "ld.global.f32", "ld.global.b16", "ld.global.u8", "ld.global.s8", "ld.global.s32",
-	"st.global.f64", "st.global.b32", "st.global.b16", "st.global.u8", "st.global.s32",
+	"st.global.f64", "st.global.f32", "st.global.b32", "st.global.b16", "st.global.u8", "st.global.s32",
 	"ld.shared.f32", "ld.shared.f64", "st.shared.f32", "st.shared.f64", "ld.shared.b16", "st.shared.b16", "ld.const.f64",
 	// tensor cores (sm_80+)
 	"ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16",

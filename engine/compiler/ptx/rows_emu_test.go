@@ -425,7 +425,7 @@ func (c *emuCTA) thread(tid int) (err error) {
 			binary.LittleEndian.PutUint64(mem(a[0], 8, false), x(1))
 		case "st.global.b16":
 			binary.LittleEndian.PutUint16(mem(a[0], 2, false), uint16(x(1)))
-		case "st.global.b32":
+		case "st.global.b32", "st.global.f32":
 			binary.LittleEndian.PutUint32(mem(a[0], 4, false), uint32(x(1)))
 		case "st.global.v2.b32", "st.global.v4.b32":
 			b := mem(a[0], 4*len(a[1].regs), false)
@@ -503,6 +503,8 @@ func (c *emuCTA) thread(tid int) (err error) {
 			set(bo(uint32(x(1)) < uint32(x(2))))
 		case "setp.ne.u32":
 			set(bo(uint32(x(1)) != uint32(x(2))))
+		case "setp.eq.u32":
+			set(bo(uint32(x(1)) == uint32(x(2))))
 		case "cvt.u32.u16":
 			set(x(1) & 0xFFFF)
 		case "cvt.u16.u32":

@@ -22,8 +22,8 @@ const (
 //
 // The arithmetic is in DType (f32 or f64): every add and multiply rounds to it, the twiddle
 // factors are DType roundings of exactly reduced angles. Op is the graph op (for messages).
-// The CPU backend executes it with a mixed-radix / Bluestein FFT; the PTX generator refuses
-// it (E_UNSUPPORTED naming Op): the GPU path has no FFT yet.
+// Both backends execute it with engine/fftplan's mixed-radix / Bluestein plan and tables, the
+// PTX generator mirroring its operation order, so cpu and cuda give the same bits.
 type FFT struct {
 	Dst, Src Reg
 	Op       string
