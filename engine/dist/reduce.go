@@ -86,103 +86,70 @@ func f64ins(ins [][]byte) [][]float64 {
 	return v
 }
 
-// sumF32 adds each element's contributions in rank order. Row by row (out = ins[0], then
-// out += ins[1], ...) every element still sees the same additions in the same order, so the
-// bits are the element-by-element loop's, at about twice its speed (streaming rows instead
-// of striding over them: 2.3 -> 4.7 GB/s for 2 ranks of 1M floats on this 2-core machine);
-// when out overlaps a later contribution (an in-place call) the element loop runs instead.
+// sumF32 adds each element's contributions in rank order. It works a block of sumBlock
+// elements at a time: the block's accumulators stay in L1 while every contribution's block is
+// added to them in order, then the block is finished (avg, canonical NaN) and written to out
+// once. Every element sees the same additions in the same order as the element-by-element
+// loop, so the bits are that loop's, but each input is read once and out written once (the
+// earlier row-by-row form made n+1 passes over out). Reading a block of every input before
+// writing that block of out keeps an in-place call right (out is one of the contributions),
+// and any output that starts at or before an overlapping input (the element loop's own
+// condition: it too reads input i before it writes out[i]).
 func sumF32(out []float32, ins [][]float32, avg bool) {
-	n := float32(len(ins))
 	nan := math.Float32frombits(uint32(numerics.Encode(numerics.F32, math.NaN())))
-	if !overlapsLater(out, ins) {
-		addRows(out, ins)
-		for i, acc := range out {
+	keepNaN := failpoint.Enabled(failpoint.DistNaNPayloadKept)
+	n := float32(len(ins))
+	var buf [sumBlock]float32
+	for lo := 0; lo < len(out); lo += sumBlock {
+		hi := min(lo+sumBlock, len(out))
+		acc := addBlock(buf[:hi-lo], ins, lo)
+		dst := out[lo:hi]
+		for i, a := range acc {
 			if avg {
-				acc /= n
+				a /= n
 			}
-			if acc != acc && !failpoint.Enabled(failpoint.DistNaNPayloadKept) {
-				acc = nan
+			if a != a && !keepNaN {
+				a = nan
 			}
-			out[i] = acc
+			dst[i] = a
 		}
-		return
-	}
-	for i := range out {
-		acc := ins[0][i]
-		for _, in := range ins[1:] {
-			acc += in[i]
-		}
-		if avg {
-			acc /= n
-		}
-		if acc != acc && !failpoint.Enabled(failpoint.DistNaNPayloadKept) {
-			acc = nan
-		}
-		out[i] = acc
 	}
 }
 
 // sumF64 is sumF32 in f64.
 func sumF64(out []float64, ins [][]float64, avg bool) {
 	n := float64(len(ins))
-	if !overlapsLater(out, ins) {
-		addRows(out, ins)
-		for i, acc := range out {
+	var buf [sumBlock]float64
+	for lo := 0; lo < len(out); lo += sumBlock {
+		hi := min(lo+sumBlock, len(out))
+		acc := addBlock(buf[:hi-lo], ins, lo)
+		dst := out[lo:hi]
+		for i, a := range acc {
 			if avg {
-				acc /= n
+				a /= n
 			}
-			if acc != acc {
-				acc = math.NaN()
+			if a != a {
+				a = math.NaN()
 			}
-			out[i] = acc
-		}
-		return
-	}
-	for i := range out {
-		acc := ins[0][i]
-		for _, in := range ins[1:] {
-			acc += in[i]
-		}
-		if avg {
-			acc /= n
-		}
-		if acc != acc {
-			acc = math.NaN()
-		}
-		out[i] = acc
-	}
-}
-
-// addRows sets out to ins[0] + ins[1] + ... element by element, left to right, a row at a time.
-func addRows[T float32 | float64](out []T, ins [][]T) {
-	copy(out, ins[0])
-	for _, in := range ins[1:] {
-		in = in[:len(out)]
-		for i := range out {
-			out[i] += in[i]
+			dst[i] = a
 		}
 	}
 }
 
-// overlapsLater reports whether out shares memory with a contribution after the first: writing
-// out row by row would then change a value not yet added.
-func overlapsLater[T float32 | float64](out []T, ins [][]T) bool {
-	if len(out) == 0 {
-		return false
-	}
-	size := unsafe.Sizeof(out[0])
-	lo := uintptr(unsafe.Pointer(unsafe.SliceData(out)))
-	hi := lo + uintptr(len(out))*size
+// sumBlock elements of accumulators (4 or 8 KiB) fit in L1 beside a block of two inputs.
+const sumBlock = 1024
+
+// addBlock sets acc to ins[0] + ins[1] + ... over the elements [lo, lo+len(acc)), left to
+// right, a row at a time.
+func addBlock[T float32 | float64](acc []T, ins [][]T, lo int) []T {
+	copy(acc, ins[0][lo:lo+len(acc)])
 	for _, in := range ins[1:] {
-		if len(in) == 0 {
-			continue
-		}
-		a := uintptr(unsafe.Pointer(unsafe.SliceData(in)))
-		if a < hi && lo < a+uintptr(len(in))*size {
-			return true
+		in = in[lo : lo+len(acc)]
+		for i := range acc {
+			acc[i] += in[i]
 		}
 	}
-	return false
+	return acc
 }
 
 // sumNarrow adds 16- and 8-bit floats in f32, in order, and rounds once.
