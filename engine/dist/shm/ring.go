@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/tessera-qa/tessera-qa/engine/dist"
 )
 
 // A ring is one direction of one pair of ranks: a file mapping shared by exactly one producer
@@ -229,29 +231,37 @@ func (r *ring) write(w waitFor, bufs ...[]byte) (n int64, err error) {
 	return n, nil
 }
 
-// read fills dst from the ring (the consumer side).
-func (r *ring) read(w waitFor, dst []byte) error {
+// read fills dst from the ring (the consumer side). With sum set, it also returns the CRC32C
+// of dst, computed over dst piece by piece right after each piece is copied there
+// (dist.ChecksumCopy), so the bytes checked are the bytes the caller will use.
+func (r *ring) read(w waitFor, dst []byte, sum bool) (uint32, error) {
 	tail := atomic.LoadUint64(r.tail)
 	some := func() bool { return atomic.LoadUint64(r.head) != tail }
+	var crc uint32
 	for len(dst) > 0 {
 		avail := atomic.LoadUint64(r.head) - tail
 		if avail == 0 {
 			if err := w.wait(some, r.dataSeq, r.dataWait, r.prodClosed, r.prodPid, r.noPid); err != nil {
-				return err
+				return 0, err
 			}
 			continue
 		}
 		k := min(avail, uint64(len(dst)), r.chunk())
 		off := tail & r.mask
-		if c := copy(dst[:k], r.data[off:]); uint64(c) < k {
-			copy(dst[c:k], r.data)
+		first := min(k, r.capacity()-off) // the piece up to the ring's end, then the rest from its start
+		if sum {
+			crc = dist.ChecksumCopy(crc, dst[:first], r.data[off:])
+			crc = dist.ChecksumCopy(crc, dst[first:k], r.data)
+		} else {
+			copy(dst[:first], r.data[off:])
+			copy(dst[first:k], r.data)
 		}
 		tail += k
 		atomic.StoreUint64(r.tail, tail)
 		notify(r.spaceSeq, r.spaceWait)
 		dst = dst[k:]
 	}
-	return nil
+	return crc, nil
 }
 
 // corruptHook, set by tests only, sees each piece right after it was copied into the ring

@@ -273,7 +273,7 @@ func (t *Transport) read(p *peer) {
 	w := waitFor{stop: t.closing}
 	var hb [dist.HeaderSize]byte
 	for {
-		if err := p.in.read(w, hb[:]); err != nil {
+		if _, err := p.in.read(w, hb[:], false); err != nil {
 			p.fail(t.goneErr(p, "receive from", err))
 			return
 		}
@@ -285,10 +285,12 @@ func (t *Transport) read(p *peer) {
 		}
 		n, _ := h.PayloadLen()
 		f := &dist.Frame{Header: h, Payload: dist.PayloadBuffer(n)}
-		if err := p.in.read(w, f.Payload); err != nil {
+		crc, err := p.in.read(w, f.Payload, true)
+		if err != nil {
 			p.fail(t.goneErr(p, "receive from", err))
 			return
 		}
+		f.SetReceivedSum(crc)
 		t.recvd.Add(int64(dist.HeaderSize + n))
 		if !p.queue(h.Comm).Push(f, t.closing, p.dead) {
 			p.fail(t.closedErr("receive from", p.rank))
