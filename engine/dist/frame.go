@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -123,18 +124,40 @@ func (f *Frame) payloadSum() uint32 {
 	return Checksum(f.Payload)
 }
 
-// ChecksumCopy copies src into dst (len(dst) <= len(src)) and returns crc updated with the
-// bytes copied, in pieces small enough that the checksum reads each one from L1 right after
-// the copy wrote it: one pass over the bytes instead of a copy and a checksum pass.
-func ChecksumCopy(crc uint32, dst, src []byte) uint32 {
-	const piece = 16 << 10
+// CopySumDst copies src into dst (len(dst) <= len(src)) and returns crc updated with the bytes
+// written to dst, in pieces small enough that the checksum reads each one from L1 right after
+// the copy wrote it: one pass over the bytes instead of a copy and a checksum pass. A receiver
+// checksums what it wrote, the bytes it will use.
+func CopySumDst(crc uint32, dst, src []byte) uint32 {
 	for len(dst) > 0 {
-		k := min(piece, len(dst))
+		k := min(copyPiece, len(dst))
 		copy(dst[:k], src[:k])
 		crc = crc32.Update(crc, castagnoli, dst[:k])
 		dst, src = dst[k:], src[k:]
 	}
 	return crc
+}
+
+// CopySumSrc is CopySumDst for a sender: the checksum is of src, the caller's bytes, read
+// piece by piece before the copy reads the same piece from L1.
+func CopySumSrc(crc uint32, dst, src []byte) uint32 {
+	for len(dst) > 0 {
+		k := min(copyPiece, len(dst))
+		crc = crc32.Update(crc, castagnoli, src[:k])
+		copy(dst[:k], src[:k])
+		dst, src = dst[k:], src[k:]
+	}
+	return crc
+}
+
+const copyPiece = 16 << 10
+
+// A SummingSender computes a payload's checksum while it copies the payload (the shm rings),
+// so the sender's bytes are read once, not once for the checksum and once for the copy.
+type SummingSender interface {
+	// SendSummed is Send for a frame whose CRC is not set yet: the transport sets it to the
+	// CRC32C of f.Payload and sends the frame with it.
+	SendSummed(ctx context.Context, to int, f *Frame) error
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -87,69 +87,104 @@ func f64ins(ins [][]byte) [][]float64 {
 }
 
 // sumF32 adds each element's contributions in rank order. It works a block of sumBlock
-// elements at a time: the block's accumulators stay in L1 while every contribution's block is
-// added to them in order, then the block is finished (avg, canonical NaN) and written to out
-// once. Every element sees the same additions in the same order as the element-by-element
-// loop, so the bits are that loop's, but each input is read once and out written once (the
-// earlier row-by-row form made n+1 passes over out). Reading a block of every input before
-// writing that block of out keeps an in-place call right (out is one of the contributions),
-// and any output that starts at or before an overlapping input (the element loop's own
-// condition: it too reads input i before it writes out[i]).
+// elements at a time: the block's accumulators stay in L1 while the contributions before the
+// last are added to them in order, and the last pass adds the last contribution, finishes
+// (avg, canonical NaN) and writes out, so out is written once and each input read once (with
+// two contributions, one loop out = a + b). Every element sees the same additions in the same
+// order as the element-by-element loop, so the bits are that loop's. Reading a block of every
+// input before writing that block of out keeps an in-place call right (out is one of the
+// contributions), and any output that starts at or before an overlapping input (the element
+// loop's own condition: it too reads input i before it writes out[i]).
 func sumF32(out []float32, ins [][]float32, avg bool) {
 	nan := math.Float32frombits(uint32(numerics.Encode(numerics.F32, math.NaN())))
 	keepNaN := failpoint.Enabled(failpoint.DistNaNPayloadKept)
-	n := float32(len(ins))
 	var buf [sumBlock]float32
-	for lo := 0; lo < len(out); lo += sumBlock {
-		hi := min(lo+sumBlock, len(out))
-		acc := addBlock(buf[:hi-lo], ins, lo)
-		dst := out[lo:hi]
-		for i, a := range acc {
-			if avg {
-				a /= n
-			}
-			if a != a && !keepNaN {
-				a = nan
-			}
-			dst[i] = a
-		}
-	}
+	sumBlocks(out, ins, avg, buf[:], nan, keepNaN)
 }
 
 // sumF64 is sumF32 in f64.
 func sumF64(out []float64, ins [][]float64, avg bool) {
-	n := float64(len(ins))
 	var buf [sumBlock]float64
-	for lo := 0; lo < len(out); lo += sumBlock {
-		hi := min(lo+sumBlock, len(out))
-		acc := addBlock(buf[:hi-lo], ins, lo)
-		dst := out[lo:hi]
-		for i, a := range acc {
-			if avg {
-				a /= n
-			}
-			if a != a {
-				a = math.NaN()
-			}
-			dst[i] = a
-		}
-	}
+	sumBlocks(out, ins, avg, buf[:], math.NaN(), false)
 }
 
 // sumBlock elements of accumulators (4 or 8 KiB) fit in L1 beside a block of two inputs.
 const sumBlock = 1024
 
-// addBlock sets acc to ins[0] + ins[1] + ... over the elements [lo, lo+len(acc)), left to
-// right, a row at a time.
-func addBlock[T float32 | float64](acc []T, ins [][]T, lo int) []T {
-	copy(acc, ins[0][lo:lo+len(acc)])
-	for _, in := range ins[1:] {
-		in = in[lo : lo+len(acc)]
-		for i := range acc {
-			acc[i] += in[i]
+func sumBlocks[T float32 | float64](out []T, ins [][]T, avg bool, buf []T, nan T, keepNaN bool) {
+	k := len(ins)
+	for lo := 0; lo < len(out); lo += sumBlock {
+		hi := min(lo+sumBlock, len(out))
+		dst := out[lo:hi]
+		if k == 1 {
+			finishInto(dst, ins[0][lo:hi], nil, avg, T(k), nan, keepNaN)
+			continue
 		}
+		acc := ins[0][lo:hi]
+		if k > 2 {
+			acc = buf[:hi-lo]
+			addInto(acc, ins[0][lo:hi], ins[1][lo:hi])
+			for _, in := range ins[2 : k-1] {
+				addInto(acc, acc, in[lo:hi])
+			}
+		}
+		finishInto(dst, acc, ins[k-1][lo:hi], avg, T(k), nan, keepNaN)
 	}
-	return acc
+}
+
+// addInto sets acc[i] = a[i] + b[i] (acc may be a).
+func addInto[T float32 | float64](acc, a, b []T) {
+	a, b = a[:len(acc)], b[:len(acc)]
+	for i := range acc {
+		acc[i] = a[i] + b[i]
+	}
+}
+
+// finishInto sets dst[i] = acc[i] + last[i] (acc[i] alone when last is nil), divided by n for
+// avg, a NaN replaced by the canonical nan unless keepNaN (the planted fault). Four elements a
+// step, with one test for a NaN among them: the loop's overhead, not the adds, bounded the
+// element-at-a-time form on this machine.
+func finishInto[T float32 | float64](dst, acc, last []T, avg bool, n, nan T, keepNaN bool) {
+	acc = acc[:len(dst)]
+	if last == nil || avg {
+		for i := range dst {
+			v := acc[i]
+			if last != nil {
+				v += last[i]
+			}
+			if avg {
+				v /= n
+			}
+			if v != v && !keepNaN {
+				v = nan
+			}
+			dst[i] = v
+		}
+		return
+	}
+	last = last[:len(dst)]
+	i := 0
+	for ; i+4 <= len(dst); i += 4 {
+		v0, v1, v2, v3 := acc[i]+last[i], acc[i+1]+last[i+1], acc[i+2]+last[i+2], acc[i+3]+last[i+3]
+		if (v0 != v0 || v1 != v1 || v2 != v2 || v3 != v3) && !keepNaN {
+			v0, v1, v2, v3 = canon(v0, nan), canon(v1, nan), canon(v2, nan), canon(v3, nan)
+		}
+		dst[i], dst[i+1], dst[i+2], dst[i+3] = v0, v1, v2, v3
+	}
+	for ; i < len(dst); i++ {
+		v := acc[i] + last[i]
+		if v != v && !keepNaN {
+			v = nan
+		}
+		dst[i] = v
+	}
+}
+
+func canon[T float32 | float64](v, nan T) T {
+	if v != v {
+		return nan
+	}
+	return v
 }
 
 // sumNarrow adds 16- and 8-bit floats in f32, in order, and rounds once.

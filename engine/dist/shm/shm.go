@@ -178,6 +178,19 @@ func (t *Transport) goneErr(p *peer, doing string, err error) error {
 // then reuse f.Payload). A Send cut short by ctx after part of the frame went in leaves the
 // stream torn: that peer is then failed with E_TIMEOUT_COMM, on both sides.
 func (t *Transport) Send(ctx context.Context, to int, f *dist.Frame) error {
+	return t.send(ctx, to, f, false)
+}
+
+// SendSummed is Send that also computes f's payload checksum, while it copies the payload
+// into the ring (dist.SummingSender): a frame of up to a chunk goes in whole, its header
+// written after its payload; a larger one is checksummed first and streams as Send's do.
+func (t *Transport) SendSummed(ctx context.Context, to int, f *dist.Frame) error {
+	return t.send(ctx, to, f, true)
+}
+
+var _ dist.SummingSender = (*Transport)(nil)
+
+func (t *Transport) send(ctx context.Context, to int, f *dist.Frame, summing bool) error {
 	if to < 0 || to >= t.world {
 		return errs.New(errs.Input, "shm rank %d: send to rank %d outside world %d", t.rank, to, t.world)
 	}
@@ -195,6 +208,10 @@ func (t *Transport) Send(ctx context.Context, to int, f *dist.Frame) error {
 		return t.closedErr("send to", to)
 	}
 	p := t.peers[to]
+	whole := summing && to != t.rank && dist.HeaderSize+n <= int(p.out.chunk())
+	if summing && !whole {
+		f.CRC = dist.Checksum(f.Payload)
+	}
 	if to == t.rank {
 		c := &dist.Frame{Header: f.Header, Payload: append([]byte(nil), f.Payload...)}
 		if !p.queue(f.Comm).Push(c, ctx.Done(), t.closing) {
@@ -221,8 +238,13 @@ func (t *Transport) Send(ctx context.Context, to int, f *dist.Frame) error {
 	if err := p.err(); err != nil {
 		return err
 	}
-	f.MarshalHeader(p.hdr[:])
-	w, err := p.out.write(waitFor{ctx: ctx, stop: t.closing}, p.hdr[:], f.Payload)
+	var w int64
+	if whole {
+		w, err = p.out.writeFrame(waitFor{ctx: ctx, stop: t.closing}, f, p.hdr[:])
+	} else {
+		f.MarshalHeader(p.hdr[:])
+		w, err = p.out.write(waitFor{ctx: ctx, stop: t.closing}, p.hdr[:], f.Payload)
+	}
 	t.sent.Add(w)
 	if err == nil {
 		return nil
