@@ -135,15 +135,18 @@ func sumBlocks[T float32 | float64](out []T, ins [][]T, avg bool, buf []T, nan T
 // addInto sets acc[i] = a[i] + b[i] (acc may be a).
 func addInto[T float32 | float64](acc, a, b []T) {
 	a, b = a[:len(acc)], b[:len(acc)]
-	for i := range acc {
+	v, _ := vecAdd(acc, a, b)
+	for i := v; i < len(acc); i++ {
 		acc[i] = a[i] + b[i]
 	}
 }
 
 // finishInto sets dst[i] = acc[i] + last[i] (acc[i] alone when last is nil), divided by n for
-// avg, a NaN replaced by the canonical nan unless keepNaN (the planted fault). Four elements a
-// step, with one test for a NaN among them: the loop's overhead, not the adds, bounded the
-// element-at-a-time form on this machine.
+// avg, a NaN replaced by the canonical nan unless keepNaN (the planted fault). The sum goes
+// through the vector loop (vecAdd: the same IEEE adds, so the same bits), which also says
+// whether a NaN came out, so the NaN rule costs a pass only over a block that has one; then
+// four elements a step, with one test for a NaN among them: the loop's overhead, not the adds,
+// bounded the element-at-a-time form on this machine.
 func finishInto[T float32 | float64](dst, acc, last []T, avg bool, n, nan T, keepNaN bool) {
 	acc = acc[:len(dst)]
 	if last == nil || avg {
@@ -163,7 +166,12 @@ func finishInto[T float32 | float64](dst, acc, last []T, avg bool, n, nan T, kee
 		return
 	}
 	last = last[:len(dst)]
-	i := 0
+	i, nanSeen := vecAdd(dst, acc, last)
+	if nanSeen && !keepNaN {
+		for j := range dst[:i] {
+			dst[j] = canon(dst[j], nan)
+		}
+	}
 	for ; i+4 <= len(dst); i += 4 {
 		v0, v1, v2, v3 := acc[i]+last[i], acc[i+1]+last[i+1], acc[i+2]+last[i+2], acc[i+3]+last[i+3]
 		if (v0 != v0 || v1 != v1 || v2 != v2 || v3 != v3) && !keepNaN {
