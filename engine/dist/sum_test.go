@@ -88,3 +88,18 @@ func TestRowSumsHaveTheElementOrdersBits(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSumF32 is the reduction alone: two ranks' 1M floats into a third buffer (bytes are
+// the output's). With -tags purego it times the scalar loop instead of the SSE2 adds.
+func BenchmarkSumF32(b *testing.B) {
+	const n = 1 << 18
+	ins := [][]float32{make([]float32, n), make([]float32, n)}
+	out := make([]float32, n)
+	for i := range n {
+		ins[0][i], ins[1][i] = float32(i), float32(2*i)
+	}
+	b.SetBytes(4 * n)
+	for b.Loop() {
+		sumF32(out, ins, false)
+	}
+}
