@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -114,5 +115,54 @@ func TestAStragglerFlagOnAnotherRankDoesNotDetectTheSlowFault(t *testing.T) {
 		if flagged == 0 && (outcome != "NOT DETECTED" || rep.Passed) {
 			t.Errorf("rank 0 flagged for rank 1's slowness: outcome %q, passed %v", outcome, rep.Passed)
 		}
+	}
+}
+
+// 64 goroutine ranks on 2 cores: a rank's wall-clock compute in one step is its work plus
+// however long the scheduler kept it off a core, which is large and lands on a different rank
+// every step (modeled here as a third of the ranks each step taking 1.5 to 12 times as long).
+// The watch must name only the rank that is slow at every step (at a third of its speed from
+// step 12), within a window and its strikes of the start.
+func TestStragglerWatchAtWorld64IgnoresSchedulerSpread(t *testing.T) {
+	const world, slow, from = 64, 37, 12
+	var got []Event
+	w := newStragglerWatch(world, func(e Event) { got = append(got, e) })
+	rng := rand.New(rand.NewPCG(64, 2))
+	feed(w, 0, world, 60, func(s, r int) float64 {
+		ms := 3.0
+		if rng.IntN(3) == 0 {
+			ms *= 1.5 + 10.5*rng.Float64()
+		}
+		if r == slow && s >= from {
+			ms += 6
+		}
+		return ms
+	})
+	if len(got) != 1 || got[0].Rank != slow {
+		t.Fatalf("want rank %d alone flagged, got %d detections: %+v", slow, len(got), got)
+	}
+	if d := got[0].Step; d < from || d > from+stragglerWindow+stragglerStrikes {
+		t.Errorf("rank %d flagged at step %d, want within a window and its strikes of step %d", slow, d, from)
+	}
+}
+
+// The step count a straggler needs follows the other ranks' rate of slow steps: a majority in
+// a quiet world, every step of the window at world 64's measured 24 %, and no verdict where
+// even that would flag healthy ranks by chance.
+func TestSlowStepsNeededFollowsTheNoise(t *testing.T) {
+	for _, c := range []struct {
+		ranks int
+		p     float64
+		want  int
+	}{{3, 0, stragglerWindow/2 + 1}, {3, 0.05, stragglerWindow/2 + 1}, {64, 0.24, stragglerWindow}, {64, 0.6, 0}} {
+		if got := slowStepsNeeded(c.ranks, stragglerWindow, c.p); got != c.want {
+			t.Errorf("%d ranks, p %.2f: need %d slow steps, want %d", c.ranks, c.p, got, c.want)
+		}
+	}
+	if got := binomTail(8, 0, 0.3); got < 0.999999 || got > 1.000001 {
+		t.Errorf("P(X >= 0) = %v, want 1", got)
+	}
+	if got, want := binomTail(8, 8, 0.5), 1.0/256; got != want {
+		t.Errorf("P(X >= 8 | p = 0.5) = %v, want %v", got, want)
 	}
 }

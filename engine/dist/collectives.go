@@ -261,7 +261,7 @@ func (c *Comm) Send(ctx context.Context, dt numerics.DType, buf []byte, peer int
 	cctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	cl := &call{c: c, ctx: cctx, op: OpSend, dt: dt, seq: c.nextP2P(c.p2pSend, peer), waiting: c.newAwaitSet()}
-	return cl.sendSeq(peer, OpSend, 0, cl.seq, 0, buf, Checksum(buf))
+	return cl.sendOne(peer, OpSend, 0, cl.seq, 0, buf)
 }
 
 // Recv receives into buf the next message from communicator rank peer.

@@ -308,7 +308,7 @@ func (cl *call) where() string {
 
 // send ships payload to communicator rank peer with the call's header.
 func (cl *call) send(peer int, op Op, aux uint32, payload []byte) error {
-	return cl.sendSeq(peer, op, aux, cl.seq, 0, payload, Checksum(payload))
+	return cl.sendOne(peer, op, aux, cl.seq, 0, payload)
 }
 
 // sendSum is send with the payload's checksum already known: a buffer that goes to every peer
@@ -319,13 +319,33 @@ func (cl *call) sendSum(peer int, op Op, aux uint32, payload []byte, crc uint32)
 
 // sendSeq sends one frame: part is its place among the frames this call sends peer under op.
 func (cl *call) sendSeq(peer int, op Op, aux uint32, seq uint64, part uint32, payload []byte, crc uint32) error {
-	f := &Frame{Header: Header{Comm: cl.c.opts.ID, Seq: seq, Op: op, Red: cl.red, DType: cl.dt,
-		Src: uint16(cl.c.ranks[cl.c.me]), Aux: aux, Count: uint64(len(payload) / cl.dt.Size()),
-		CRC: crc, Part: part}, Payload: payload}
+	f := cl.frame(op, aux, seq, part, payload)
+	f.CRC = crc
 	if err := cl.c.t.Send(cl.ctx, cl.c.ranks[peer], f); err != nil {
 		return cl.commErr(err, peer, "sending to")
 	}
 	return nil
+}
+
+// sendOne is sendSeq for a payload that goes to this one peer only: a transport that
+// checksums while it copies (SummingSender) computes the CRC, so the bytes are read once;
+// below any other (a hook or a fabric layer included, which see the header first) it is
+// computed here.
+func (cl *call) sendOne(peer int, op Op, aux uint32, seq uint64, part uint32, payload []byte) error {
+	ss, ok := cl.c.t.(SummingSender)
+	if !ok {
+		return cl.sendSeq(peer, op, aux, seq, part, payload, Checksum(payload))
+	}
+	if err := ss.SendSummed(cl.ctx, cl.c.ranks[peer], cl.frame(op, aux, seq, part, payload)); err != nil {
+		return cl.commErr(err, peer, "sending to")
+	}
+	return nil
+}
+
+func (cl *call) frame(op Op, aux uint32, seq uint64, part uint32, payload []byte) *Frame {
+	return &Frame{Header: Header{Comm: cl.c.opts.ID, Seq: seq, Op: op, Red: cl.red, DType: cl.dt,
+		Src: uint16(cl.c.ranks[cl.c.me]), Aux: aux, Count: uint64(len(payload) / cl.dt.Size()),
+		Part: part}, Payload: payload}
 }
 
 // recv waits for the next frame from communicator rank peer and checks that it is the frame

@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -101,6 +102,62 @@ type Header struct {
 type Frame struct {
 	Header
 	Payload []byte
+	// sum is the CRC32C of Payload as the receiving transport computed it while it wrote
+	// Payload (SetReceivedSum); Check then compares it with the header's CRC instead of
+	// reading the payload a second time.
+	sum    uint32
+	summed bool
+}
+
+// SetReceivedSum records crc as the CRC32C of f.Payload, computed by the receiving transport
+// over the very bytes it wrote into f.Payload (not over its source: a bit that flips between
+// the source and the payload must still show). A layer that changes a received payload must
+// build its frame from the header and the new payload (Frame{Header: h, Payload: p}), which
+// has no sum, never copy the received Frame.
+func (f *Frame) SetReceivedSum(crc uint32) { f.sum, f.summed = crc, true }
+
+// payloadSum is the payload's CRC32C, computed now unless the transport already did.
+func (f *Frame) payloadSum() uint32 {
+	if f.summed {
+		return f.sum
+	}
+	return Checksum(f.Payload)
+}
+
+// CopySumDst copies src into dst (len(dst) <= len(src)) and returns crc updated with the bytes
+// written to dst, in pieces small enough that the checksum reads each one from L1 right after
+// the copy wrote it: one pass over the bytes instead of a copy and a checksum pass. A receiver
+// checksums what it wrote, the bytes it will use.
+func CopySumDst(crc uint32, dst, src []byte) uint32 {
+	for len(dst) > 0 {
+		k := min(copyPiece, len(dst))
+		copy(dst[:k], src[:k])
+		crc = crc32.Update(crc, castagnoli, dst[:k])
+		dst, src = dst[k:], src[k:]
+	}
+	return crc
+}
+
+// CopySumSrc is CopySumDst for a sender: the checksum is of src, the caller's bytes, read
+// piece by piece before the copy reads the same piece from L1.
+func CopySumSrc(crc uint32, dst, src []byte) uint32 {
+	for len(dst) > 0 {
+		k := min(copyPiece, len(dst))
+		crc = crc32.Update(crc, castagnoli, src[:k])
+		copy(dst[:k], src[:k])
+		dst, src = dst[k:], src[k:]
+	}
+	return crc
+}
+
+const copyPiece = 16 << 10
+
+// A SummingSender computes a payload's checksum while it copies the payload (the shm rings),
+// so the sender's bytes are read once, not once for the checksum and once for the copy.
+type SummingSender interface {
+	// SendSummed is Send for a frame whose CRC is not set yet: the transport sets it to the
+	// CRC32C of f.Payload and sends the frame with it.
+	SendSummed(ctx context.Context, to int, f *Frame) error
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -262,7 +319,7 @@ func (e Expect) Check(f *Frame) *FieldError {
 	if n, err := h.PayloadLen(); err != nil || n != len(f.Payload) {
 		return bad("length", len(f.Payload), fmt.Sprintf("%d (%d elements)", n, h.Count), "the payload is not as long as its header says")
 	}
-	if got := Checksum(f.Payload); got != h.CRC && !failpoint.Enabled(failpoint.DistFrameCRCUnchecked) {
+	if got := f.payloadSum(); got != h.CRC && !failpoint.Enabled(failpoint.DistFrameCRCUnchecked) {
 		return bad("crc", fmt.Sprintf("%08x", got), fmt.Sprintf("%08x", h.CRC), "the payload was corrupted in transit and is discarded")
 	}
 	return nil

@@ -148,13 +148,13 @@ func (cl *call) hier(send, recv []byte, count, L int) error {
 			}
 			foldAcc(cl.dt, part, g > 0, ins)
 			if g < G-1 {
-				if err := cl.sendSeq(next, OpReduce, 0, cl.seq, uint32(1+k), part, Checksum(part)); err != nil {
+				if err := cl.sendOne(next, OpReduce, 0, cl.seq, uint32(1+k), part); err != nil {
 					return err
 				}
 				continue
 			}
 			finishAcc(cl.dt, cl.red, part, mine[a*size:b*size], n)
-			if err := cl.sendSeq(prev, OpAllReduce, hierAuxResult, cl.seq, uint32(1+nseg+k), mine[a*size:b*size], Checksum(mine[a*size:b*size])); err != nil {
+			if err := cl.sendOne(prev, OpAllReduce, hierAuxResult, cl.seq, uint32(1+nseg+k), mine[a*size:b*size]); err != nil {
 				return err
 			}
 		}

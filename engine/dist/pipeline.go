@@ -78,7 +78,7 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 			for k := range segments(phi-plo, per) {
 				a, b := seg(phi-plo, k)
 				payload := gatherChunks(parts, (plo+a)*size, (plo+b)*size)
-				if err := cl.sendSeq(p, opA, uint32(len(parts)), cl.seq, uint32(k), payload, Checksum(payload)); err != nil {
+				if err := cl.sendOne(p, opA, uint32(len(parts)), cl.seq, uint32(k), payload); err != nil {
 					return err
 				}
 			}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/tessera-qa/tessera-qa/engine/dist"
 )
 
 // A ring is one direction of one pair of ranks: a file mapping shared by exactly one producer
@@ -229,29 +231,76 @@ func (r *ring) write(w waitFor, bufs ...[]byte) (n int64, err error) {
 	return n, nil
 }
 
-// read fills dst from the ring (the consumer side).
-func (r *ring) read(w waitFor, dst []byte) error {
+// writeFrame puts the whole frame f into the ring at once, the payload first and then the
+// header in front of it, so that the payload's checksum is computed while it is copied
+// (dist.CopySumSrc) and still goes into the header, which the stream carries first. It waits
+// for room for the whole frame (callers keep frames to a chunk, a quarter of the ring) and
+// publishes it with one move of head. It sets f.CRC; hdr is the header's scratch space.
+func (r *ring) writeFrame(w waitFor, f *dist.Frame, hdr []byte) (int64, error) {
+	total := uint64(dist.HeaderSize + len(f.Payload))
+	head := atomic.LoadUint64(r.head)
+	room := func() bool { return r.capacity()-(head-atomic.LoadUint64(r.tail)) >= total }
+	for !room() {
+		if err := w.wait(room, r.spaceSeq, r.spaceWait, r.consClosed, r.consPid, r.noPid); err != nil {
+			return 0, err
+		}
+	}
+	f.CRC = r.put(head+dist.HeaderSize, f.Payload, true)
+	f.MarshalHeader(hdr)
+	r.put(head, hdr[:dist.HeaderSize], false)
+	if corruptHook != nil {
+		corruptHook(r, head, total)
+	}
+	atomic.StoreUint64(r.head, head+total)
+	notify(r.dataSeq, r.dataWait)
+	return int64(total), nil
+}
+
+// put copies b into the ring's data at stream position pos, across the ring's end if need be,
+// and returns the CRC32C of b when sum is set.
+func (r *ring) put(pos uint64, b []byte, sum bool) uint32 {
+	off := pos & r.mask
+	first := min(uint64(len(b)), r.capacity()-off)
+	if !sum {
+		copy(r.data[off:], b[:first])
+		copy(r.data, b[first:])
+		return 0
+	}
+	crc := dist.CopySumSrc(0, r.data[off:off+first], b[:first])
+	return dist.CopySumSrc(crc, r.data[:uint64(len(b))-first], b[first:])
+}
+
+// read fills dst from the ring (the consumer side). With sum set, it also returns the CRC32C
+// of dst, computed over dst piece by piece right after each piece is copied there
+// (dist.CopySumDst), so the bytes checked are the bytes the caller will use.
+func (r *ring) read(w waitFor, dst []byte, sum bool) (uint32, error) {
 	tail := atomic.LoadUint64(r.tail)
 	some := func() bool { return atomic.LoadUint64(r.head) != tail }
+	var crc uint32
 	for len(dst) > 0 {
 		avail := atomic.LoadUint64(r.head) - tail
 		if avail == 0 {
 			if err := w.wait(some, r.dataSeq, r.dataWait, r.prodClosed, r.prodPid, r.noPid); err != nil {
-				return err
+				return 0, err
 			}
 			continue
 		}
 		k := min(avail, uint64(len(dst)), r.chunk())
 		off := tail & r.mask
-		if c := copy(dst[:k], r.data[off:]); uint64(c) < k {
-			copy(dst[c:k], r.data)
+		first := min(k, r.capacity()-off) // the piece up to the ring's end, then the rest from its start
+		if sum {
+			crc = dist.CopySumDst(crc, dst[:first], r.data[off:])
+			crc = dist.CopySumDst(crc, dst[first:k], r.data)
+		} else {
+			copy(dst[:first], r.data[off:])
+			copy(dst[first:k], r.data)
 		}
 		tail += k
 		atomic.StoreUint64(r.tail, tail)
 		notify(r.spaceSeq, r.spaceWait)
 		dst = dst[k:]
 	}
-	return nil
+	return crc, nil
 }
 
 // corruptHook, set by tests only, sees each piece right after it was copied into the ring

@@ -178,6 +178,19 @@ func (t *Transport) goneErr(p *peer, doing string, err error) error {
 // then reuse f.Payload). A Send cut short by ctx after part of the frame went in leaves the
 // stream torn: that peer is then failed with E_TIMEOUT_COMM, on both sides.
 func (t *Transport) Send(ctx context.Context, to int, f *dist.Frame) error {
+	return t.send(ctx, to, f, false)
+}
+
+// SendSummed is Send that also computes f's payload checksum, while it copies the payload
+// into the ring (dist.SummingSender): a frame of up to a chunk goes in whole, its header
+// written after its payload; a larger one is checksummed first and streams as Send's do.
+func (t *Transport) SendSummed(ctx context.Context, to int, f *dist.Frame) error {
+	return t.send(ctx, to, f, true)
+}
+
+var _ dist.SummingSender = (*Transport)(nil)
+
+func (t *Transport) send(ctx context.Context, to int, f *dist.Frame, summing bool) error {
 	if to < 0 || to >= t.world {
 		return errs.New(errs.Input, "shm rank %d: send to rank %d outside world %d", t.rank, to, t.world)
 	}
@@ -195,6 +208,10 @@ func (t *Transport) Send(ctx context.Context, to int, f *dist.Frame) error {
 		return t.closedErr("send to", to)
 	}
 	p := t.peers[to]
+	whole := summing && to != t.rank && dist.HeaderSize+n <= int(p.out.chunk())
+	if summing && !whole {
+		f.CRC = dist.Checksum(f.Payload)
+	}
 	if to == t.rank {
 		c := &dist.Frame{Header: f.Header, Payload: append([]byte(nil), f.Payload...)}
 		if !p.queue(f.Comm).Push(c, ctx.Done(), t.closing) {
@@ -221,8 +238,13 @@ func (t *Transport) Send(ctx context.Context, to int, f *dist.Frame) error {
 	if err := p.err(); err != nil {
 		return err
 	}
-	f.MarshalHeader(p.hdr[:])
-	w, err := p.out.write(waitFor{ctx: ctx, stop: t.closing}, p.hdr[:], f.Payload)
+	var w int64
+	if whole {
+		w, err = p.out.writeFrame(waitFor{ctx: ctx, stop: t.closing}, f, p.hdr[:])
+	} else {
+		f.MarshalHeader(p.hdr[:])
+		w, err = p.out.write(waitFor{ctx: ctx, stop: t.closing}, p.hdr[:], f.Payload)
+	}
 	t.sent.Add(w)
 	if err == nil {
 		return nil
@@ -273,7 +295,7 @@ func (t *Transport) read(p *peer) {
 	w := waitFor{stop: t.closing}
 	var hb [dist.HeaderSize]byte
 	for {
-		if err := p.in.read(w, hb[:]); err != nil {
+		if _, err := p.in.read(w, hb[:], false); err != nil {
 			p.fail(t.goneErr(p, "receive from", err))
 			return
 		}
@@ -285,10 +307,12 @@ func (t *Transport) read(p *peer) {
 		}
 		n, _ := h.PayloadLen()
 		f := &dist.Frame{Header: h, Payload: dist.PayloadBuffer(n)}
-		if err := p.in.read(w, f.Payload); err != nil {
+		crc, err := p.in.read(w, f.Payload, true)
+		if err != nil {
 			p.fail(t.goneErr(p, "receive from", err))
 			return
 		}
+		f.SetReceivedSum(crc)
 		t.recvd.Add(int64(dist.HeaderSize + n))
 		if !p.queue(h.Comm).Push(f, t.closing, p.dead) {
 			p.fail(t.closedErr("receive from", p.rank))
