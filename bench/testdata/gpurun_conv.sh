@@ -1,5 +1,5 @@
 #!/bin/bash
-# One device call for issue 26's PTX conv (h/ptxconv) and its bench rows. Build here, carry
+# One device call for issue 26's PTX conv and FFT and their bench rows. Build here, carry
 # .dev/conv, run from the repository root:
 #
 #   mkdir -p .dev/conv
@@ -10,8 +10,8 @@
 # Order: the conv golden cases and gradients on cuda (correctness first), the conv cuda pins
 # (written to $OUT/pins: check in cuda_sm_90.json, then delete the conv lines of
 # golden/pins/cuda_sm_90.awaiting), the determinism specs of the convs against those pins,
-# the random graphs on cuda (they draw convs now), then the bench rows. The FFT rows error
-# until the PTX FFT (h/ptxfft) is in the tree; the conv rows do not need it.
+# the random graphs on cuda (they draw convs and FFTs), then the bench rows. First run on the
+# H200 on 2026-12-03 in the form of docs/gpu-runs.md's calls E and F.
 B=.dev/conv
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
