@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -163,5 +164,13 @@ func TestFailureText(t *testing.T) {
 		if got := failureText(msg); got != want {
 			t.Errorf("failureText(%q) = %q, want %q", msg, got, want)
 		}
+	}
+}
+
+func TestByBaseNameKeepsBinaryNamesApart(t *testing.T) {
+	got := byBaseName([]string{"suites/determinism", "suites/collectives", "engine/graph", "collectives", "chaos", "x/collectives"})
+	want := [][]string{{"suites/determinism", "suites/collectives", "engine/graph", "chaos"}, {"collectives"}, {"x/collectives"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("byBaseName: %v, want %v", got, want)
 	}
 }

@@ -241,9 +241,9 @@ var catalogue = []Fault{
 		Breaks: "silent data corruption on one device: the CPU backend instance with ID 1 flips the lowest bit of one element of every matmul kernel's output; instance 0, which every other suite uses, stays right"},
 	{Name: fp.CPUMatmulKernelRunsTwice, Layer: LayerCPU, Hook: "engine/backend/cpu/backend.go (*Backend).RunProfiled", Ops: matmulOps, First: []string{"profile"},
 		Breaks: "the first matmul kernel of every CPU run executes its whole grid twice: every bit stays right and the kernel takes twice as long, so only a profile sees it (2x its grid points run, and the slower kernel in a regression)"},
-	{Name: fp.CPUFFTTwiddleRecurrence, Layer: LayerCPU, Hook: "engine/backend/cpu/fft.go twiddleTable", Ops: []string{"fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2"},
+	{Name: fp.CPUFFTTwiddleRecurrence, Layer: LayerCPU, Hook: "engine/fftplan/plan.go twiddleTable", Ops: []string{"fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2"},
 		First:  []string{"spectral"},
-		Breaks: "the mixed-radix plan computes its twiddle factors by the recurrence w_k = w_(k-1) * w_1 in the working precision: their error grows with k, so the transform's error grows like N instead of sqrt(log N) (the accuracy suite's growth fit)"},
+		Breaks: "the mixed-radix plan (engine/fftplan, which both backends run) computes its twiddle factors by the recurrence w_k = w_(k-1) * w_1 in the working precision: their error grows with k, so the transform's error grows like N instead of sqrt(log N) (the accuracy suite's growth fit)"},
 	// issue 26 (h/pencil): the transposition of the sharded 2-D FFT.
 	{Name: fp.DistAllToAllChunksSwapped, Layer: LayerDist, Hook: "engine/dist/collectives.go (*Comm).AllToAll", First: []string{"sharded"},
 		Ops:    []string{"all_to_all", "fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "softmax", "log_softmax", "layernorm", "rmsnorm"},

@@ -2,8 +2,10 @@ package mutate
 
 import (
 	"context"
+	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -235,18 +237,28 @@ func (r *runner) build(ctx context.Context, b builder) error {
 			}
 		}
 	}
+	var tests []string
 	for _, u := range units {
-		how := "go test -c"
 		if u.kind == KindSmoke {
-			how = "go build"
+			r.event(Event{Phase: "build", Msg: "go build -tags failpoints ./" + u.pkg})
+			bin, err := b.buildCommand(ctx, u.pkg)
+			if err != nil {
+				return err
+			}
+			r.bins[u.pkg] = bin
+			continue
 		}
-		r.event(Event{Phase: "build", Msg: how + " -tags failpoints ./" + u.pkg})
-		bin, err := b.build(ctx, u.kind, u.pkg)
-		if err != nil {
-			return err
-		}
-		r.bins[u.pkg] = bin
+		tests = append(tests, u.pkg)
 	}
+	if len(tests) == 0 {
+		return nil
+	}
+	r.event(Event{Phase: "build", Msg: "go test -c -tags failpoints " + strings.Join(tests, " ")})
+	bins, err := b.buildTests(ctx, tests)
+	if err != nil {
+		return err
+	}
+	maps.Copy(r.bins, bins)
 	return nil
 }
 
