@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,7 +140,22 @@ func TestPredictedVsMeasured(t *testing.T) {
 				}
 				op = "all_reduce"
 			}
-			got, _ := measure(t, New(topo, true, 1), op, c.count, hier)
+			// With jitter, a pipelined all_reduce's virtual time depends on the goroutines'
+			// order: a reduced chunk is issued at the latest contribution its rank has taken,
+			// and a rank that happened to take later chunks' contributions first issues it late
+			// (measured: flat all_reduce on nodes=2x8,jitter=2us is -0.5% in 26 of 28 runs,
+			// +31% and +40% in two). The median of five judges the model, not that order.
+			reps := 1
+			if strings.Contains(c.spec, "jitter") {
+				reps = 5
+			}
+			var runs []time.Duration
+			for seed := range reps {
+				d, _ := measure(t, New(topo, true, uint64(1+seed)), op, c.count, hier)
+				runs = append(runs, d)
+			}
+			slices.Sort(runs)
+			got := runs[len(runs)/2]
 			want := topo.Predict(op, 4, 4, c.count, hier)
 			t.Logf("%-28s %-16s count %8d: measured %10s predicted %10s (%+.1f%%)", c.spec, name, c.count, got, want, 100*(float64(got)/float64(want)-1))
 			if !Within(got, want) {
