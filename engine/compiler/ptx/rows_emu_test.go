@@ -444,6 +444,33 @@ func (c *emuCTA) thread(tid int) (err error) {
 			}
 		case "ld.global.f32":
 			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, false))))
+		// Pairs of floats (the FFT's complex values): shared, global, and the read-only path.
+		case "ld.shared.v2.f32", "ld.global.v2.f32", "ld.global.nc.v2.f32", "ld.shared.v2.f64", "ld.global.nc.v2.f64":
+			sz := 4
+			if strings.HasSuffix(in.op, "f64") {
+				sz = 8
+			}
+			b := mem(a[1], 2*sz, strings.Contains(in.op, "shared"))
+			for i, r := range a[0].regs {
+				if sz == 4 {
+					regs[r] = uint64(binary.LittleEndian.Uint32(b[4*i:]))
+				} else {
+					regs[r] = binary.LittleEndian.Uint64(b[8*i:])
+				}
+			}
+		case "st.shared.v2.f32", "st.global.v2.f32", "st.shared.v2.f64":
+			sz := 4
+			if strings.HasSuffix(in.op, "f64") {
+				sz = 8
+			}
+			b := mem(a[0], 2*sz, strings.Contains(in.op, "shared"))
+			for i, r := range a[1].regs {
+				if sz == 4 {
+					binary.LittleEndian.PutUint32(b[4*i:], uint32(regs[r]))
+				} else {
+					binary.LittleEndian.PutUint64(b[8*i:], regs[r])
+				}
+			}
 		case "ld.global.s8": // sign-extended into the 16-bit register
 			set(uint64(uint16(int16(int8(mem(a[1], 1, false)[0])))))
 		case "st.global.s32":
