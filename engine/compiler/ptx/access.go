@@ -183,23 +183,29 @@ func (g *gen) accessExprs(a tile.Access) (base, rs, cs string) {
 // load reads a tile: masked-off elements get Fill, elements outside the allocation NaN (as the
 // CPU backend reads them), the rest are decoded exactly from the parameter's dtype.
 func (g *gen) load(x tile.Load) {
+	base, rs, cs := g.accessExprs(x.At)
+	g.forEach(x.At.Rows*x.At.Cols, func(idx string) {
+		g.write(x.Dst, idx, g.loadElem(x, base, rs, cs, idx))
+	})
+}
+
+// loadElem is element idx of the tile x loads, as the value its register would hold; an FFT
+// that reads its source straight from global memory (fft_work.go) calls it too.
+func (g *gen) loadElem(x tile.Load, base, rs, cs, idx string) val {
 	a := x.At
 	dt := g.k.Params[a.Param].DType
-	base, rs, cs := g.accessExprs(a)
 	narrow := !g.lay.wide[x.Dst]
-	g.forEach(a.Rows*a.Cols, func(idx string) {
-		off, masked, inside := g.elementAt(a, base, rs, cs, idx)
-		ok := g.accessPred(masked, inside)
-		v := g.decode(dt, g.globalAddr(a.Param, off), ok)
-		if narrow {
-			v = val{g.f32of(v), true}
-		}
-		v = g.sel(inside, v, g.constVal(nanF64, narrow))
-		if masked != "" {
-			v = g.sel(masked, g.constVal(x.Fill, narrow), v)
-		}
-		g.write(x.Dst, idx, v)
-	})
+	off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+	ok := g.accessPred(masked, inside)
+	v := g.decode(dt, g.globalAddr(a.Param, off), ok)
+	if narrow {
+		v = val{g.f32of(v), true}
+	}
+	v = g.sel(inside, v, g.constVal(nanF64, narrow))
+	if masked != "" {
+		v = g.sel(masked, g.constVal(x.Fill, narrow), v)
+	}
+	return v
 }
 
 // decode loads one element under predicate ok (the register holds 0 otherwise) and converts
@@ -283,21 +289,31 @@ func (g *gen) fromBits(dt numerics.DType, b string) val {
 // NaN canonical, ints truncated and saturated, bool x != 0. Masked-off elements and elements
 // outside the allocation are not written.
 func (g *gen) store(x tile.Store) {
-	a := x.At
-	// A generator that forgets the boundary mask: the ragged last tile writes past the end of
-	// each row into the next one.
-	a.Mask = failpoint.Pick(failpoint.PTXStoreMaskDropped, a.Mask, false)
-	dt := g.k.Params[a.Param].DType
-	base, rs, cs := g.accessExprs(a)
-	g.forEach(a.Rows*a.Cols, func(idx string) {
-		off, masked, inside := g.elementAt(a, base, rs, cs, idx)
-		ok := g.accessPred(masked, inside)
-		v := g.read(x.Src, idx)
-		g.encode(dt, v, g.globalAddr(a.Param, off), ok)
-		if failpoint.Enabled(failpoint.PTXStoreOnePastEnd) {
-			g.storePastEnd(a.Param, dt, v, off, ok)
-		}
+	x = storeFaults(x)
+	base, rs, cs := g.accessExprs(x.At)
+	g.forEach(x.At.Rows*x.At.Cols, func(idx string) {
+		g.storeElem(x, base, rs, cs, idx, g.read(x.Src, idx))
 	})
+}
+
+// storeFaults plants a generator that forgets the boundary mask: the ragged last tile writes
+// past the end of each row into the next one.
+func storeFaults(x tile.Store) tile.Store {
+	x.At.Mask = failpoint.Pick(failpoint.PTXStoreMaskDropped, x.At.Mask, false)
+	return x
+}
+
+// storeElem writes v as element idx of the tile x stores; an FFT that writes its result
+// straight to global memory (fft_work.go) calls it too.
+func (g *gen) storeElem(x tile.Store, base, rs, cs, idx string, v val) {
+	a := x.At
+	dt := g.k.Params[a.Param].DType
+	off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+	ok := g.accessPred(masked, inside)
+	g.encode(dt, v, g.globalAddr(a.Param, off), ok)
+	if failpoint.Enabled(failpoint.PTXStoreOnePastEnd) {
+		g.storePastEnd(a.Param, dt, v, off, ok)
+	}
 }
 
 // storePastEnd is the planted fault failpoint.PTXStoreOnePastEnd: the thread that stored the

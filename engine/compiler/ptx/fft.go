@@ -73,6 +73,12 @@ type fftGen struct {
 	esz  int    // bytes of one component
 	rows int
 	w    int // complex values in a row of a work buffer
+
+	// The Load and Store the FFT took over (fft_work.go), and their accesses' start
+	// expressions; nil when it reads and writes the tiles.
+	load       *tile.Load
+	store      *tile.Store
+	ldAt, stAt [3]string
 }
 
 // wbuf is a work buffer: the address of its first byte, in shared memory (.u32) or in global
@@ -98,6 +104,15 @@ func (g *gen) fft(x tile.FFT) error {
 	plan, ok := g.fftWork.plans[g.pc-1]
 	if !ok {
 		return g.unsupported("fft: no work-buffer plan (generator bug)")
+	}
+	if plan.load != nil {
+		f.load = plan.load
+		f.ldAt[0], f.ldAt[1], f.ldAt[2] = g.accessExprs(f.load.At)
+	}
+	if plan.store != nil {
+		st := storeFaults(*plan.store)
+		f.store = &st
+		f.stAt[0], f.stAt[1], f.stAt[2] = g.accessExprs(st.At)
 	}
 	bufs := make([]wbuf, len(plan.bufs))
 	for i, b := range plan.bufs {
@@ -317,11 +332,25 @@ func (f *fftGen) constant(v complex128) cx {
 func (f *fftGen) srcAt(row string, c string) string {
 	g := f.g
 	cols := g.shapes[f.x.Src][1]
-	v := g.read(f.x.Src, g.lin(row, cols, c))
+	var v val
+	if f.load != nil {
+		v = g.loadElem(*f.load, f.ldAt[0], f.ldAt[1], f.ldAt[2], g.lin(row, cols, c))
+	} else {
+		v = g.read(f.x.Src, g.lin(row, cols, c))
+	}
 	if f.wide {
 		return g.f64of(v)
 	}
 	return g.f32of(v)
+}
+
+// put writes element idx of the destination tile, or stores it as the Store would.
+func (f *fftGen) put(idx string, v val) {
+	if f.store != nil {
+		f.g.storeElem(*f.store, f.stAt[0], f.stAt[1], f.stAt[2], idx, v)
+		return
+	}
+	f.g.write(f.x.Dst, idx, v)
 }
 
 func (f *fftGen) imm(c int) string { return f.g.mov32(itoa(c)) }
@@ -433,7 +462,7 @@ func (f *fftGen) output(tab *fftTable) writer {
 			z = f.mul(z, f.constant(complex(scale, 0)))
 		}
 		if f.x.Kind == tile.FFTC2R {
-			g.write(f.x.Dst, g.lin(row, outCols, k), val{z.re, !f.wide})
+			f.put(g.lin(row, outCols, k), val{z.re, !f.wide})
 			return
 		}
 		im := z.im
@@ -449,8 +478,8 @@ func (f *fftGen) output(tab *fftTable) writer {
 			e.op("selp."+f.t, im, f.constant(0).re, z.im, zero)
 		}
 		c := g.bin32("shl.b32", k, "1")
-		g.write(f.x.Dst, g.lin(row, outCols, c), val{z.re, !f.wide})
-		g.write(f.x.Dst, g.lin(row, outCols, g.bin32("add.s32", c, "1")), val{im, !f.wide})
+		f.put(g.lin(row, outCols, c), val{z.re, !f.wide})
+		f.put(g.lin(row, outCols, g.bin32("add.s32", c, "1")), val{im, !f.wide})
 	}
 }
 

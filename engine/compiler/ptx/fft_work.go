@@ -8,7 +8,8 @@ import (
 // Where an FFT keeps the rows between its Stockham passes. The first pass reads the source
 // tile and the last writes the destination tile (fft.go), so a chain of T passes needs T-1
 // intermediate buffers b_1..b_(T-1), each different from the one before (a pass is out of
-// place) and the last different from the destination. They come, cheapest first, from
+// place) and the last different from the destination tile (unless the last pass writes
+// global memory itself). They come, cheapest first, from
 //
 //   - the source tile's own shared memory, once the first pass has read it, when the kernel
 //     does not read the source after the FFT and its bytes hold a work buffer (c2c rows do);
@@ -35,14 +36,26 @@ type fftWork struct {
 	extras int   // extra buffers the plan uses
 	bytes  int   // bytes of one buffer
 	shared bool  // the extras live in shared memory (at fftKernelWork.sharedOff)
+	// The Load right before that defines the source and the Store right after that reads
+	// the destination, when nothing else reads those tiles: the first pass then reads global
+	// memory as the Load would (tile.Load's element semantics, gen.loadElem), the last pass
+	// writes it as the Store would, and neither tile round trip happens.
+	load  *tile.Load
+	store *tile.Store
+
+	passes   int
+	srcDead  bool
+	src, dst tile.Reg
 }
 
 // fftKernelWork is the plan of every FFT of a kernel, keyed by the instruction's pre-order
 // number (liveRanges' numbering), and where their extra buffers live.
 type fftKernelWork struct {
 	plans     map[int]fftWork
-	sharedOff int // offset of the extras in shared memory, when shared
-	scratch   int // global scratch bytes a CTA, when not
+	skip      map[int]bool      // pre-order numbers of the Loads and Stores an FFT took over
+	absent    map[tile.Reg]bool // tiles no instruction touches: the layout gives them no bytes
+	sharedOff int               // offset of the extras in shared memory, when shared
+	scratch   int               // global scratch bytes a CTA, when not
 }
 
 // fftPasses is the length of an FFT's pass chain: one per radix, both of Bluestein's
@@ -59,33 +72,83 @@ func fftPasses(t *fftTable) int {
 
 // planFFTWork decides every FFT's buffers; extra buffers go to shared memory when all of them
 // fit beside the tile registers (lay.bytes grows to hold them), else to global scratch.
-func planFFTWork(k *tile.Kernel, shapes []tile.Shape, lay *layout) fftKernelWork {
-	kw := fftKernelWork{plans: map[int]fftWork{}}
+func planFFTWork(k *tile.Kernel, shapes []tile.Shape) fftKernelWork {
+	kw := fftKernelWork{plans: map[int]fftWork{}, skip: map[int]bool{}, absent: map[tile.Reg]bool{}}
 	iv := liveRanges(k)
-	pc, most := 0, 0
-	walk(k.Body, func(in tile.Instr) {
-		my := pc
-		pc++
-		x, ok := in.(tile.FFT)
-		if !ok {
-			return
+	pc := 0
+	var visit func(body []tile.Instr)
+	visit = func(body []tile.Instr) {
+		for i, in := range body {
+			my := pc
+			pc++
+			if f, ok := in.(tile.For); ok {
+				visit(f.Body)
+				continue
+			}
+			x, ok := in.(tile.FFT)
+			if !ok {
+				continue
+			}
+			t := fftTableOf(x.N, x.DType == numerics.F64)
+			w := fftWork{bytes: shapes[x.Src][0] * t.work() * fftComplexBytes(x.DType), passes: fftPasses(t), srcDead: iv[x.Src].end == my}
+			// The first pass of a wide radix already holds its inputs and twiddles in nearly
+			// every register; the access arithmetic on top would spill.
+			first, last := fftEndRadices(t)
+			if ld, ok := at[tile.Load](body, i-1); ok && ld.Dst == x.Src && w.srcDead && first <= fftFuseRadix && fftFuseLoadStore {
+				w.load = &ld
+				kw.skip[my-1] = true
+			}
+			if st, ok := at[tile.Store](body, i+1); ok && st.Src == x.Dst && iv[x.Dst].end == my+1 && last <= fftFuseRadix && fftFuseLoadStore {
+				w.store = &st
+				kw.skip[my+1] = true
+			}
+			if w.load != nil && w.store != nil {
+				// Neither tile is ever touched: the layout leaves them out, the work
+				// buffers take their place.
+				kw.absent[x.Src], kw.absent[x.Dst] = true, true
+			}
+			w.src, w.dst = x.Src, x.Dst
+			kw.plans[my] = w
 		}
-		t := fftTableOf(x.N, x.DType == numerics.F64)
-		rows := shapes[x.Src][0]
-		bytes := rows * t.work() * fftComplexBytes(x.DType)
-		fits := func(r tile.Reg) bool { return shapes[r][0]*shapes[r][1]*lay.size(r) >= bytes }
+	}
+	visit(k.Body)
+	return kw
+}
+
+// fftFuseRadix is the widest radix whose pass also does a Load's or Store's element work.
+const fftFuseRadix = 5
+
+// fftEndRadices are the radices of the first and last pass of a chain.
+func fftEndRadices(t *fftTable) (first, last int) {
+	switch {
+	case t.m > 0:
+		t = t.sub
+	case t.n <= 1:
+		return 1, 1
+	}
+	return t.radices[len(t.radices)-1], t.radices[0]
+}
+
+// place picks every FFT's buffers once the layout is known; extra buffers go to shared
+// memory when all of them fit beside the tile registers (lay.bytes grows to hold them), else
+// to global scratch.
+func (kw *fftKernelWork) place(shapes []tile.Shape, lay *layout) {
+	most := 0
+	for pc, w := range kw.plans {
+		fits := func(r tile.Reg) bool {
+			return !kw.absent[r] && shapes[r][0]*shapes[r][1]*lay.size(r) >= w.bytes
+		}
 		var cands []int
-		if iv[x.Src].end == my && fits(x.Src) {
+		if w.srcDead && fits(w.src) {
 			cands = append(cands, fftBufSrc)
 		}
-		if fits(x.Dst) {
+		if fits(w.dst) {
 			cands = append(cands, fftBufDst)
 		}
-		w := fftWork{bytes: bytes}
-		w.bufs, w.extras = assignFFTBuffers(fftPasses(t), cands)
-		kw.plans[my] = w
-		most = max(most, w.extras*bytes)
-	})
+		w.bufs, w.extras = assignFFTBuffers(w.passes, cands, w.store == nil)
+		most = max(most, w.extras*w.bytes)
+		kw.plans[pc] = w
+	}
 	off := align16(lay.bytes)
 	shared := fftSharedWork && off+most <= maxShared
 	if shared && most > 0 {
@@ -98,13 +161,25 @@ func planFFTWork(k *tile.Kernel, shapes []tile.Shape, lay *layout) fftKernelWork
 		w.shared = shared
 		kw.plans[pc] = w
 	}
-	return kw
+}
+
+// fftFuseLoadStore lets the tests keep the tile round trips, so both forms are checked.
+var fftFuseLoadStore = true
+
+// at is body[i] when it is a T.
+func at[T tile.Instr](body []tile.Instr, i int) (T, bool) {
+	var zero T
+	if i < 0 || i >= len(body) {
+		return zero, false
+	}
+	x, ok := body[i].(T)
+	return x, ok
 }
 
 // assignFFTBuffers picks b_1..b_(T-1) from the candidate tiles plus as few extra buffers as
 // will do: it tries 0, 1, 2 extras, checking by a backward pass which buffers can still
 // reach a valid end, then taking the first candidate that can, going forward.
-func assignFFTBuffers(passes int, tiles []int) ([]int, int) {
+func assignFFTBuffers(passes int, tiles []int, dstTile bool) ([]int, int) {
 	n := passes - 1
 	if n <= 0 {
 		return nil, 0
@@ -120,7 +195,7 @@ func assignFFTBuffers(passes int, tiles []int) ([]int, int) {
 			ok[i] = make([]bool, len(cands))
 			for c, b := range cands {
 				if i == n-1 {
-					ok[i][c] = b != fftBufDst
+					ok[i][c] = b != fftBufDst || !dstTile
 					continue
 				}
 				for c2, b2 := range cands {

@@ -74,12 +74,13 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if err := g.checkLimits(); err != nil {
 		return nil, err
 	}
-	g.lay = planLayout(k, shapes, !t.SIMTOnly)
+	g.fftWork = planFFTWork(k, shapes)
+	g.lay = planLayoutWithout(k, shapes, !t.SIMTOnly, g.fftWork.absent)
 	if g.lay.bytes > maxShared {
 		return nil, errs.New(errs.Unsupported, "ptx: kernel %s: tile registers need %d bytes of shared memory, over the %d a CTA may have",
 			k.Name, g.lay.bytes, maxShared)
 	}
-	g.fftWork = planFFTWork(k, shapes, g.lay)
+	g.fftWork.place(shapes, g.lay)
 	if g.fftWork.scratch > maxIndex/2 {
 		return nil, errs.New(errs.Unsupported, "ptx: kernel %s: its FFT needs %d bytes of scratch a CTA, beyond .s32 offsets", k.Name, g.fftWork.scratch)
 	}
@@ -177,6 +178,9 @@ func (g *gen) body(body []tile.Instr) error {
 	for _, in := range body {
 		g.pc++
 		g.e.comment("%d: %s", g.pc, describe(in))
+		if g.fftWork.skip[g.pc-1] {
+			continue // an FFT next to it does its work (fft_work.go)
+		}
 		var err error
 		switch x := in.(type) {
 		case tile.Full:
