@@ -16,7 +16,7 @@ import (
 // emulateFFT runs a one-kernel program's module in the emulator with its extra buffers as the
 // launcher would give them: tables uploaded, scratch poisoned (0xA5), so a work element read
 // before it is written shows as a wrong bit.
-func emulateFFT(t *testing.T, p *compiler.Program, in map[string]*tensor.Tensor) (*tensor.Tensor, *Module) {
+func emulateFFT(t *testing.T, p *compiler.Program, in map[string]*tensor.Tensor, edit func(string) string) (*tensor.Tensor, *Module) {
 	t.Helper()
 	if len(p.Kernels) != 1 {
 		t.Fatalf("program has %d kernels, want 1", len(p.Kernels))
@@ -26,7 +26,11 @@ func emulateFFT(t *testing.T, p *compiler.Program, in map[string]*tensor.Tensor)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := emuParse(mod.PTX)
+	text := mod.PTX
+	if edit != nil {
+		text = edit(text)
+	}
+	m, err := emuParse(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,46 +113,81 @@ var fftBitsCases = []fftCase{
 	{"irfft", []int{2, 10, 2}, graph.Attrs{"n": graph.Int(18), "norm": graph.String("ortho")}},
 	{"irfft", []int{3, 4, 2}, graph.Attrs{"dim": graph.Int(0)}},
 	{"irfft", []int{2, 1, 2}, graph.Attrs{"n": graph.Int(1)}},
+	{"fft", []int{2, 169, 2}, nil},                                          // 13 13: radix 13 at both ends, no Load/Store taken over
+	{"ifft", []int{3, 64, 2}, graph.Attrs{"norm": graph.String("forward")}}, // 4 4 4: an odd chain, tiles as buffers
+	{"rfft", []int{5, 40}, graph.Attrs{"dim": graph.Int(0)}},                // lines over the inner axis: strided global reads
+}
+
+// fftPathCases are the generator's ways of running a transform: the work buffers in shared
+// memory or global scratch, the source and destination read and written in global memory by
+// the passes themselves or through the tiles.
+var fftPathCases = []struct {
+	name         string
+	shared, fuse bool
+}{
+	{"shared+fused", true, true},
+	{"shared+tiles", true, false},
+	{"global+fused", false, true},
+	{"global+tiles", false, false},
 }
 
 // TestFFTEmulatedBitsMatchCPU: the generated FFT kernels give the CPU backend's bits, every
 // element, for every case in f32 and f64 (the non-Hermitian c2r inputs included: random
 // imaginary parts at bins 0 and n/2, which both backends ignore).
+// Every case runs in each of fftPathCases.
 func TestFFTEmulatedBitsMatchCPU(t *testing.T) {
-	cpu, _ := backend.Get("cpu")
+	for _, pc := range fftPathCases {
+		t.Run(pc.name, func(t *testing.T) {
+			defer func(s, f bool) { fftSharedWork, fftFuseLoadStore = s, f }(fftSharedWork, fftFuseLoadStore)
+			fftSharedWork, fftFuseLoadStore = pc.shared, pc.fuse
+			fftBitsMatchCPU(t)
+		})
+	}
+}
+
+func fftBitsMatchCPU(t *testing.T) {
 	for i, tc := range fftBitsCases {
 		for _, dt := range []numerics.DType{numerics.F32, numerics.F64} {
 			t.Run(tc.name(dt), func(t *testing.T) {
-				r := rand.New(rand.NewPCG(uint64(i), 26))
-				x := tensor.New(dt, tc.shape)
-				for j := range x.Len() {
-					x.SetFloat64(j, r.Float64()-0.5)
-				}
-				b := graph.NewBuilder("fft")
-				b.Output(b.Op(tc.op, tc.attrs, b.Input("x", dt, tc.shape...)))
-				g, err := b.Build()
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := compiler.Compile(g, compiler.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				in := map[string]*tensor.Tensor{"x": x}
-				want, err := cpu.Run(p, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, mod := emulateFFT(t, p, in)
-				if mod.Path != "simt" {
-					t.Fatalf("path %s, want simt", mod.Path)
-				}
+				got, want := fftEmulated(t, tc, dt, uint64(i), nil)
 				for j := range got.Len() {
-					if got.Bits(j) != want[0].Bits(j) {
-						t.Fatalf("element %d of %d: %#x (%g), cpu %#x (%g)", j, got.Len(), got.Bits(j), got.Float64(j), want[0].Bits(j), want[0].Float64(j))
+					if got.Bits(j) != want.Bits(j) {
+						t.Fatalf("element %d of %d: %#x (%g), cpu %#x (%g)", j, got.Len(), got.Bits(j), got.Float64(j), want.Bits(j), want.Float64(j))
 					}
 				}
 			})
 		}
 	}
+}
+
+// fftEmulated runs case tc on the cpu backend and, its PTX passed through edit when not nil,
+// in the emulator, on uniform inputs in [-0.5, 0.5) drawn from seed.
+func fftEmulated(t *testing.T, tc fftCase, dt numerics.DType, seed uint64, edit func(string) string) (got, want *tensor.Tensor) {
+	t.Helper()
+	cpu, _ := backend.Get("cpu")
+	r := rand.New(rand.NewPCG(seed, 26))
+	x := tensor.New(dt, tc.shape)
+	for j := range x.Len() {
+		x.SetFloat64(j, r.Float64()-0.5)
+	}
+	b := graph.NewBuilder("fft")
+	b.Output(b.Op(tc.op, tc.attrs, b.Input("x", dt, tc.shape...)))
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := compiler.Compile(g, compiler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]*tensor.Tensor{"x": x}
+	cpuOut, err := cpu.Run(p, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, mod := emulateFFT(t, p, in, edit)
+	if mod.Path != "simt" {
+		t.Fatalf("path %s, want simt", mod.Path)
+	}
+	return got, cpuOut[0]
 }
