@@ -116,6 +116,8 @@ var fftBitsCases = []fftCase{
 	{"fft", []int{2, 169, 2}, nil},                                          // 13 13: radix 13 at both ends, no Load/Store taken over
 	{"ifft", []int{3, 64, 2}, graph.Attrs{"norm": graph.String("forward")}}, // 4 4 4: an odd chain, tiles as buffers
 	{"rfft", []int{5, 40}, graph.Attrs{"dim": graph.Int(0)}},                // lines over the inner axis: strided global reads
+	{"fft", []int{4, 512, 2}, nil},                                          // 512 butterflies a pass: a CTA of 512 threads
+	{"irfft", []int{8, 129, 2}, nil},                                        // n = 256, 8 rows: 512 threads
 }
 
 // fftPathCases are the generator's ways of running a transform: the work buffers in shared

@@ -1,7 +1,12 @@
 package ptx
 
 import (
+	"os"
+	"strconv"
+	"strings"
+
 	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
@@ -54,6 +59,7 @@ type fftKernelWork struct {
 	plans     map[int]fftWork
 	skip      map[int]bool      // pre-order numbers of the Loads and Stores an FFT took over
 	absent    map[tile.Reg]bool // tiles no instruction touches: the layout gives them no bytes
+	shared    bool              // extras may go to shared memory (fftOptions)
 	sharedOff int               // offset of the extras in shared memory, when shared
 	scratch   int               // global scratch bytes a CTA, when not
 }
@@ -72,8 +78,8 @@ func fftPasses(t *fftTable) int {
 
 // planFFTWork decides every FFT's buffers; extra buffers go to shared memory when all of them
 // fit beside the tile registers (lay.bytes grows to hold them), else to global scratch.
-func planFFTWork(k *tile.Kernel, shapes []tile.Shape) fftKernelWork {
-	kw := fftKernelWork{plans: map[int]fftWork{}, skip: map[int]bool{}, absent: map[tile.Reg]bool{}}
+func planFFTWork(k *tile.Kernel, shapes []tile.Shape, o fftOptions) fftKernelWork {
+	kw := fftKernelWork{plans: map[int]fftWork{}, skip: map[int]bool{}, absent: map[tile.Reg]bool{}, shared: o.shared}
 	iv := liveRanges(k)
 	pc := 0
 	var visit func(body []tile.Instr)
@@ -94,11 +100,11 @@ func planFFTWork(k *tile.Kernel, shapes []tile.Shape) fftKernelWork {
 			// The first pass of a wide radix already holds its inputs and twiddles in nearly
 			// every register; the access arithmetic on top would spill.
 			first, last := fftEndRadices(t)
-			if ld, ok := at[tile.Load](body, i-1); ok && ld.Dst == x.Src && w.srcDead && first <= fftFuseRadix && fftFuseLoadStore {
+			if ld, ok := at[tile.Load](body, i-1); ok && ld.Dst == x.Src && w.srcDead && first <= fftFuseRadix && o.fuse {
 				w.load = &ld
 				kw.skip[my-1] = true
 			}
-			if st, ok := at[tile.Store](body, i+1); ok && st.Src == x.Dst && iv[x.Dst].end == my+1 && last <= fftFuseRadix && fftFuseLoadStore {
+			if st, ok := at[tile.Store](body, i+1); ok && st.Src == x.Dst && iv[x.Dst].end == my+1 && last <= fftFuseRadix && o.fuse {
 				w.store = &st
 				kw.skip[my+1] = true
 			}
@@ -150,7 +156,7 @@ func (kw *fftKernelWork) place(shapes []tile.Shape, lay *layout) {
 		kw.plans[pc] = w
 	}
 	off := align16(lay.bytes)
-	shared := fftSharedWork && off+most <= maxShared
+	shared := kw.shared && off+most <= maxShared
 	if shared && most > 0 {
 		kw.sharedOff = off
 		lay.bytes = off + most
@@ -223,4 +229,76 @@ func assignFFTBuffers(passes int, tiles []int, dstTile bool) ([]int, int) {
 			return out, extras
 		}
 	}
+}
+
+// fftEnv takes comma-separated options for timing the FFT's variants against each other on
+// a GPU (the bits are the same in all of them): "global" keeps the work rows in global
+// scratch, "tiles" keeps the Load and Store round trips, "threads=N" (256, 512, 1024) sets
+// the CTA size of an FFT kernel.
+const fftEnv = "TESSERA_PTX_FFT"
+
+// fftOptions is the generator's FFT configuration: the test knobs, then fftEnv.
+type fftOptions struct {
+	shared, fuse bool
+	threads      int // 0: fftThreads decides
+}
+
+func fftOptionsNow() (fftOptions, error) {
+	o := fftOptions{shared: fftSharedWork, fuse: fftFuseLoadStore}
+	v := os.Getenv(fftEnv)
+	if v == "" {
+		return o, nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		switch {
+		case f == "global":
+			o.shared = false
+		case f == "tiles":
+			o.fuse = false
+		case f == "threads=256" || f == "threads=512" || f == "threads=1024":
+			o.threads, _ = strconv.Atoi(strings.TrimPrefix(f, "threads="))
+		default:
+			return o, errs.New(errs.Input, "ptx: %s=%q: unknown option %q (global, tiles, threads=256|512|1024)", fftEnv, v, f)
+		}
+	}
+	return o, nil
+}
+
+// fftMaxThreads is the CTA size of a kernel made of FFTs and the Loads and Stores around
+// them, when every radix is at most fftFuseRadix: ptxas then keeps a thread within the 128
+// registers 512 threads allow (ptx -v: 32-48 for radix 4), and a pass of 4 rows of 1024 points
+// has two butterflies a thread instead of four; three such CTAs still fit an SM.
+const fftMaxThreads = 512
+
+// fftThreads is the CTA size for kernel k: fftMaxThreads (or the option's) when it is FFT
+// work only, its radices are small and its passes have that many butterflies; else the SIMT
+// path's.
+func fftThreads(k *tile.Kernel, shapes []tile.Shape, o fftOptions) int {
+	want := fftMaxThreads
+	if o.threads > 0 {
+		want = o.threads
+	}
+	most := 0
+	for _, in := range k.Body {
+		switch x := in.(type) {
+		case tile.Load, tile.Store:
+		case tile.FFT:
+			t := fftTableOf(x.N, x.DType == numerics.F64)
+			if t.m > 0 {
+				t = t.sub
+			}
+			for _, r := range t.radices {
+				if r > fftFuseRadix {
+					return simtThreads
+				}
+				most = max(most, shapes[x.Src][0]*t.n/r)
+			}
+		default:
+			return simtThreads
+		}
+	}
+	if most < want {
+		return simtThreads
+	}
+	return want
 }

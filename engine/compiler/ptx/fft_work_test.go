@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
@@ -147,5 +148,45 @@ func TestFFTPlantedErrorsFail(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFFTThreads: a kernel of small-radix FFT work with enough butterflies gets 512 threads,
+// TESSERA_PTX_FFT sets it (and the 1024-thread CTA gives the cpu's bits too), a wide radix
+// keeps 256, and an unknown option is refused with a coded error.
+func TestFFTThreads(t *testing.T) {
+	if m := fftModule(t, "fft", numerics.F32, nil, 16384, 1024, 2); m.Threads != 512 {
+		t.Errorf("fft f32 16384x1024: %d threads, want 512", m.Threads)
+	}
+	if m := fftModule(t, "fft", numerics.F32, nil, 64, 7*64, 2); m.Threads != simtThreads {
+		t.Errorf("fft f32 64x448 (a radix-7 pass): %d threads, want %d", m.Threads, simtThreads)
+	}
+	t.Setenv(fftEnv, "threads=1024,global")
+	c := fftCase{"fft", []int{4, 1024, 2}, nil}
+	got, want := fftEmulated(t, c, numerics.F32, 3, func(s string) string {
+		if !strings.Contains(s, ".maxntid 1024,") || strings.Contains(s, ".shared.v2") {
+			t.Errorf("%s=threads=1024,global: the module is not a 1024-thread CTA with global work", fftEnv)
+		}
+		return s
+	})
+	for j := range got.Len() {
+		if got.Bits(j) != want.Bits(j) {
+			t.Fatalf("1024 threads: element %d: %#x, cpu %#x", j, got.Bits(j), want.Bits(j))
+		}
+	}
+	t.Setenv(fftEnv, "threads=300")
+	b := graph.NewBuilder("fft")
+	b.Output(b.Op("fft", nil, b.Input("x", numerics.F32, 4, 8, 2)))
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := compiler.Compile(g, compiler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Generate(p.Kernels[0], H100)
+	if errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), "threads=300") {
+		t.Errorf("%s=threads=300: %v, want an E_INPUT naming the option", fftEnv, err)
 	}
 }

@@ -74,7 +74,12 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if err := g.checkLimits(); err != nil {
 		return nil, err
 	}
-	g.fftWork = planFFTWork(k, shapes)
+	fo, err := fftOptionsNow()
+	if err != nil {
+		return nil, err
+	}
+	g.threads = fftThreads(k, shapes, fo)
+	g.fftWork = planFFTWork(k, shapes, fo)
 	g.lay = planLayoutWithout(k, shapes, !t.SIMTOnly, g.fftWork.absent)
 	if g.lay.bytes > maxShared {
 		return nil, errs.New(errs.Unsupported, "ptx: kernel %s: tile registers need %d bytes of shared memory, over the %d a CTA may have",

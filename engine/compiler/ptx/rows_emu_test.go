@@ -225,6 +225,53 @@ func (b *emuBarrier) wait() {
 }
 
 // emuCTA is one CTA's shared state.
+// emuCount, when set, counts what every thread executes: instructions, and the memory
+// accesses and barriers by state space (a test that measures what a kernel costs sets it).
+var emuCount *emuCounts
+
+type emuCounts struct {
+	mu    sync.Mutex
+	instr int64
+	ops   map[string]int64 // "ld.global", "st.shared", "bar.sync": executions
+	bytes map[string]int64 // bytes moved, by the same keys
+	each  map[string]int64 // every opcode's executions, when not nil
+}
+
+func (c *emuCounts) add(op string) {
+	key, n := "", int64(0)
+	for _, k := range []string{"ld.global", "st.global", "ld.shared", "st.shared", "bar.sync"} {
+		if strings.HasPrefix(op, k) {
+			key = k
+		}
+	}
+	if key != "" && key != "bar.sync" {
+		switch {
+		case strings.HasSuffix(op, "v2.f64"), strings.HasSuffix(op, "v4.b32"):
+			n = 16
+		case strings.HasSuffix(op, "v2.b32"):
+			n = 8
+		case strings.HasSuffix(op, "v2.f32"), strings.HasSuffix(op, "f64"), strings.HasSuffix(op, "b64"):
+			n = 8
+		case strings.HasSuffix(op, "b16"):
+			n = 2
+		case strings.HasSuffix(op, "u8"), strings.HasSuffix(op, "s8"):
+			n = 1
+		default:
+			n = 4
+		}
+	}
+	c.mu.Lock()
+	c.instr++
+	if c.each != nil {
+		c.each[op]++
+	}
+	if key != "" {
+		c.ops[key]++
+		c.bytes[key] += n
+	}
+	c.mu.Unlock()
+}
+
 type emuCTA struct {
 	m       *emuModule
 	global  [][]byte // per param; a param's address is (index+1) << 40
@@ -368,6 +415,9 @@ func (c *emuCTA) thread(tid int) (err error) {
 		in := &c.m.code[pc]
 		if in.guard >= 0 && (regs[in.guard] != 0) == in.negate {
 			continue
+		}
+		if emuCount != nil {
+			emuCount.add(in.op)
 		}
 		a := in.args
 		set := func(v uint64) { regs[a[0].reg] = v }
