@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
-	"slices"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
