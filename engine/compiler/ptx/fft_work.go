@@ -237,6 +237,10 @@ func assignFFTBuffers(passes int, tiles []int, dstTile bool) ([]int, int) {
 // the CTA size of an FFT kernel.
 const fftEnv = "TESSERA_PTX_FFT"
 
+// fftOneCTAShared is the most shared memory a CTA may use for two to fit an SM of sm_90
+// (228 KiB an SM, 1 KiB of it reserved per CTA).
+const fftOneCTAShared = 113 * 1024
+
 // fftOptions is the generator's FFT configuration: the test knobs, then fftEnv.
 type fftOptions struct {
 	shared, fuse bool
@@ -264,17 +268,17 @@ func fftOptionsNow() (fftOptions, error) {
 	return o, nil
 }
 
-// fftMaxThreads is the CTA size of a kernel made of FFTs and the Loads and Stores around
-// them, when every radix is at most fftFuseRadix: ptxas then keeps a thread within the 128
-// registers 512 threads allow (ptx -v: 32-48 for radix 4), and a pass of 4 rows of 1024 points
-// has two butterflies a thread instead of four; three such CTAs still fit an SM.
-const fftMaxThreads = 512
-
-// fftThreads is the CTA size for kernel k: fftMaxThreads (or the option's) when it is FFT
-// work only, its radices are small and its passes have that many butterflies; else the SIMT
-// path's.
-func fftThreads(k *tile.Kernel, shapes []tile.Shape, o fftOptions) int {
-	want := fftMaxThreads
+// fftThreads is the CTA size for kernel k, whose CTA uses shared bytes of shared memory: for
+// a kernel of FFT work only (the FFTs and the Loads and Stores around them) whose radices are
+// at most fftFuseRadix and whose passes have the butterflies for it, 512 threads, or 1024 when
+// shared memory leaves room for one CTA an SM only (so an SM still runs 1024 threads); the
+// option's when it sets one; else the SIMT path's 256. Small radices keep ptxas within the 64
+// registers a thread 1024 threads allow (ptxas -v: 32-50 for radix 4 and 2, f32 and f64).
+func fftThreads(k *tile.Kernel, shapes []tile.Shape, o fftOptions, shared int) int {
+	want := 512
+	if shared > fftOneCTAShared {
+		want = 1024
+	}
 	if o.threads > 0 {
 		want = o.threads
 	}

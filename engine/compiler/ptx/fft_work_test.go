@@ -151,12 +151,16 @@ func TestFFTPlantedErrorsFail(t *testing.T) {
 	}
 }
 
-// TestFFTThreads: a kernel of small-radix FFT work with enough butterflies gets 512 threads,
-// TESSERA_PTX_FFT sets it (and the 1024-thread CTA gives the cpu's bits too), a wide radix
+// TestFFTThreads: a kernel of small-radix FFT work with enough butterflies gets 512 threads
+// (1024 when one CTA fills an SM's shared memory), TESSERA_PTX_FFT sets it (and the 1024-thread CTA gives the cpu's bits too), a wide radix
 // keeps 256, and an unknown option is refused with a coded error.
 func TestFFTThreads(t *testing.T) {
 	if m := fftModule(t, "fft", numerics.F32, nil, 16384, 1024, 2); m.Threads != 512 {
 		t.Errorf("fft f32 16384x1024: %d threads, want 512", m.Threads)
+	}
+	// r2c 1024 holds 8 rows a CTA: its two 64 KiB buffers leave room for one CTA an SM.
+	if m := fftModule(t, "rfft", numerics.F32, nil, 16384, 1024); m.Threads != 1024 || m.SharedBytes <= fftOneCTAShared {
+		t.Errorf("rfft f32 16384x1024: %d threads, %d B shared; want 1024 threads, one CTA an SM", m.Threads, m.SharedBytes)
 	}
 	if m := fftModule(t, "fft", numerics.F32, nil, 64, 7*64, 2); m.Threads != simtThreads {
 		t.Errorf("fft f32 64x448 (a radix-7 pass): %d threads, want %d", m.Threads, simtThreads)

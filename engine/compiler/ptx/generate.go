@@ -78,7 +78,6 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if err != nil {
 		return nil, err
 	}
-	g.threads = fftThreads(k, shapes, fo)
 	g.fftWork = planFFTWork(k, shapes, fo)
 	g.lay = planLayoutWithout(k, shapes, !t.SIMTOnly, g.fftWork.absent)
 	if g.lay.bytes > maxShared {
@@ -86,6 +85,7 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 			k.Name, g.lay.bytes, maxShared)
 	}
 	g.fftWork.place(shapes, g.lay)
+	g.threads = fftThreads(k, shapes, fo, g.lay.bytes)
 	if g.fftWork.scratch > maxIndex/2 {
 		return nil, errs.New(errs.Unsupported, "ptx: kernel %s: its FFT needs %d bytes of scratch a CTA, beyond .s32 offsets", k.Name, g.fftWork.scratch)
 	}
