@@ -11,9 +11,11 @@ import (
 )
 
 // The FFT on the SIMT path. A tile.FFT runs inside the kernel's CTA (one CTA per block of
-// rows, as every SIMT kernel): its source and destination are tile registers in shared memory,
-// its work is two ping-pong buffers per row in global scratch that the launcher allocates
-// (Module.Extra), and its tables are engine/fftplan's, uploaded by the launcher. It mirrors the
+// rows, as every SIMT kernel): its first pass reads the source (the tile register, or global
+// memory as the Load before it would), its last pass writes the destination (the tile, or
+// global memory as the Store after it would), the rows in between live in work buffers in
+// shared memory or, when they do not fit, in global scratch the launcher allocates
+// (fft_work.go), and its tables are engine/fftplan's, uploaded by the launcher. It mirrors the
 // reference executor (fftplan.Plan.Forward) operation for operation, which is what makes the
 // GPU's bits the CPU's (docs/spectral.md):
 //
@@ -30,8 +32,8 @@ import (
 //     widens complex64 multiplies "to minimize cancellation error"), so the f32 path widens too;
 //   - .rn everywhere: ptxas never contracts a product and a sum into an FMA.
 //
-// Speed is secondary here: every pass goes through global memory (L2 on a GPU), one thread per
-// butterfly, 256 threads a CTA.
+// One thread per butterfly, a barrier between passes, 256 threads a CTA or more for FFT-only
+// kernels of small radices (fftThreads). What a row costs: docs/spectral.md.
 
 // fftTable is the form of a plan the generator emits: every value an exact widening of the
 // working precision's.
@@ -132,8 +134,9 @@ func (g *gen) fft(x tile.FFT) error {
 		steps = []func(reader, writer){f.copyStep}
 	}
 	e := g.e
+	in, out := f.input(tab), f.output(tab)
 	for i, step := range steps {
-		rd, wr := f.input(tab), f.output(tab)
+		rd, wr := in, out
 		if i > 0 {
 			rd = f.bufReader(bufs[i-1])
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/backend"
@@ -11,63 +12,64 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
 	"github.com/tessera-qa/tessera-qa/engine/tensor"
+	"github.com/tessera-qa/tessera-qa/golden"
 )
 
-// emulateFFT runs a one-kernel program's module in the emulator with its extra buffers as the
-// launcher would give them: tables uploaded, scratch poisoned (0xA5), so a work element read
-// before it is written shows as a wrong bit.
+// emulateFFT runs a program's kernels in order in the emulator, their buffers shared from one
+// kernel to the next, with extra buffers as the launcher would give them: tables uploaded,
+// scratch and every buffer but the inputs poisoned (0xA5), so an element read before it is
+// written shows as a wrong bit. edit, when not nil, rewrites each module's PTX first. It
+// returns the program's first output and the last kernel's module.
 func emulateFFT(t *testing.T, p *compiler.Program, in map[string]*tensor.Tensor, edit func(string) string) (*tensor.Tensor, *Module) {
 	t.Helper()
-	if len(p.Kernels) != 1 {
-		t.Fatalf("program has %d kernels, want 1", len(p.Kernels))
-	}
-	k := p.Kernels[0]
-	mod, err := Generate(k, H100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := mod.PTX
-	if edit != nil {
-		text = edit(text)
-	}
-	m, err := emuParse(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byBuf := map[int]*tensor.Tensor{}
+	bufs := map[int]*tensor.Tensor{}
 	for i, v := range p.Graph.Inputs {
-		byBuf[p.Inputs[i]] = in[v.Name]
+		bufs[p.Inputs[i]] = in[v.Name].Clone()
 	}
-	ot := p.Buffers[p.Outputs[0]].Type
-	out := tensor.New(ot.DType, ot.Shape)
-	for i := range out.Data {
-		out.Data[i] = 0xA5
-	}
-	var global [][]byte
-	for i, prm := range k.Params {
-		switch {
-		case prm.Buffer == p.Outputs[0]:
-			global = append(global, out.Data)
-		case byBuf[prm.Buffer] != nil:
-			global = append(global, bytes.Clone(byBuf[prm.Buffer].Data))
-		default:
-			t.Fatalf("param %d (%s) is neither an input nor the output", i, prm.Name)
-		}
-	}
-	for _, x := range mod.Extra {
-		if x.Data != nil {
-			if len(x.Data) != x.Bytes {
-				t.Fatalf("extra %s: %d bytes of data, declared %d", x.Name, len(x.Data), x.Bytes)
+	buf := func(i int) *tensor.Tensor {
+		if bufs[i] == nil {
+			ty := p.Buffers[i].Type
+			bufs[i] = tensor.New(ty.DType, ty.Shape)
+			for j := range bufs[i].Data {
+				bufs[i].Data[j] = 0xA5
 			}
-			global = append(global, bytes.Clone(x.Data))
-			continue
 		}
-		global = append(global, bytes.Repeat([]byte{0xA5}, x.Bytes))
+		return bufs[i]
 	}
-	if err := emuRun(m, mod, global); err != nil {
-		t.Fatal(err)
+	var mod *Module
+	for _, k := range p.Kernels {
+		var err error
+		mod, err = Generate(k, H100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := mod.PTX
+		if edit != nil {
+			text = edit(text)
+		}
+		m, err := emuParse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var global [][]byte
+		for _, prm := range k.Params {
+			global = append(global, buf(prm.Buffer).Data)
+		}
+		for _, x := range mod.Extra {
+			if x.Data != nil {
+				if len(x.Data) != x.Bytes {
+					t.Fatalf("extra %s: %d bytes of data, declared %d", x.Name, len(x.Data), x.Bytes)
+				}
+				global = append(global, bytes.Clone(x.Data))
+				continue
+			}
+			global = append(global, bytes.Repeat([]byte{0xA5}, x.Bytes))
+		}
+		if err := emuRun(m, mod, global); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return out, mod
+	return buf(p.Outputs[0]), mod
 }
 
 type fftCase struct {
@@ -192,4 +194,39 @@ func fftEmulated(t *testing.T, tc fftCase, dt numerics.DType, seed uint64, edit 
 		t.Fatalf("path %s, want simt", mod.Path)
 	}
 	return got, cpuOut[0]
+}
+
+// TestFFTCatalogueEmulatedBitsMatchCPU: every FFT case of the golden catalogue (the 1-D and
+// 2-D forms, f32 and f64; a 2-D form is two kernels) gives the cpu backend's bits in the
+// emulator, on the catalogue's own inputs.
+func TestFFTCatalogueEmulatedBitsMatchCPU(t *testing.T) {
+	cpu, _ := backend.Get("cpu")
+	n := 0
+	for _, s := range golden.Catalogue() {
+		if !strings.Contains(s.Op, "fft") {
+			continue
+		}
+		p, err := compiler.Compile(s.Graph, compiler.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := s.Inputs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := cpu.Run(p, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := emulateFFT(t, p, in, nil)
+		for j := range got.Len() {
+			if got.Bits(j) != want[0].Bits(j) {
+				t.Fatalf("%s: element %d of %d: %#x, cpu %#x", s.Name, j, got.Len(), got.Bits(j), want[0].Bits(j))
+			}
+		}
+		n++
+	}
+	if n < 80 {
+		t.Fatalf("%d FFT cases in the catalogue, expected its 88", n)
+	}
 }
