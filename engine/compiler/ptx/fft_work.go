@@ -11,7 +11,7 @@ import (
 )
 
 // Where an FFT keeps the rows between its Stockham passes. The first pass reads the source
-// tile and the last writes the destination tile (fft.go), so a chain of T passes needs T-1
+// and the last writes the destination themselves (fft.go), so a chain of T passes needs T-1
 // intermediate buffers b_1..b_(T-1), each different from the one before (a pass is out of
 // place) and the last different from the destination tile (unless the last pass writes
 // global memory itself). They come, cheapest first, from
@@ -76,8 +76,9 @@ func fftPasses(t *fftTable) int {
 	return len(t.radices)
 }
 
-// planFFTWork decides every FFT's buffers; extra buffers go to shared memory when all of them
-// fit beside the tile registers (lay.bytes grows to hold them), else to global scratch.
+// planFFTWork finds every FFT of kernel k and decides, before the layout, which Loads and
+// Stores it takes over (and so which tiles need no shared memory); place then picks the
+// buffers.
 func planFFTWork(k *tile.Kernel, shapes []tile.Shape, o fftOptions) fftKernelWork {
 	kw := fftKernelWork{plans: map[int]fftWork{}, skip: map[int]bool{}, absent: map[tile.Reg]bool{}, shared: o.shared}
 	iv := liveRanges(k)
