@@ -427,3 +427,82 @@ func (g *gen) encodeBits(dt numerics.DType, v val) string {
 	}
 	panic(fmt.Sprintf("encode: dtype %s", dt))
 }
+
+// pairAccess reports whether, for every even tile element idx of access a, elements idx and
+// idx+1 are neighbours in memory with the same mask and bounds verdicts: a (re, im) column of
+// a complex tensor in f32 or f64. The last column dim is 2 with stride 1, the tile's width and
+// every other stride, start and base are even, and so is the buffer's length; then the
+// element's column j is even, j+1 is in range exactly when j is, unravel gives off and off+1,
+// and off+1 is inside exactly when off is. One element's arithmetic and one vector access
+// then serve both.
+func (g *gen) pairAccess(a tile.Access) bool {
+	dt, n := g.k.Params[a.Param].DType, len(a.ColDims)
+	if (dt != numerics.F32 && dt != numerics.F64) || n == 0 || a.ColDims[n-1] != 2 || a.ColStrides[n-1] != 1 ||
+		a.Cols%2 != 0 || g.k.Params[a.Param].Len%2 != 0 || !evenExpr(a.Base) || !evenExpr(a.ColStart) {
+		return false
+	}
+	for _, s := range append(append([]int(nil), a.RowStrides...), a.ColStrides[:n-1]...) {
+		if s%2 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func evenExpr(x tile.Expr) bool {
+	for _, t := range x.Terms {
+		if t.Coef%2 != 0 {
+			return false
+		}
+	}
+	return x.Const%2 == 0
+}
+
+// loadPair is loadElem of elements idx and idx+1 (idx even) of a pairAccess.
+func (g *gen) loadPair(x tile.Load, base, rs, cs, idx string) (val, val) {
+	a, e := x.At, g.e
+	dt := g.k.Params[a.Param].DType
+	narrow := !g.lay.wide[x.Dst]
+	off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+	ok := g.accessPred(masked, inside)
+	cls, t, zero := "f", "f32", f32lit(0)
+	if dt == numerics.F64 {
+		cls, t, zero = "fd", "f64", f64lit(0)
+	}
+	b := [2]string{e.reg(cls), e.reg(cls)}
+	e.op("mov."+t, b[0], zero)
+	e.op("mov."+t, b[1], zero)
+	e.opIf(ok, "ld.global.v2."+t, "{"+b[0]+","+b[1]+"}", "["+g.globalAddr(a.Param, off)+"]")
+	var out [2]val
+	for i := range out {
+		v := g.fromBits(dt, b[i])
+		if narrow {
+			v = val{g.f32of(v), true}
+		}
+		v = g.sel(inside, v, g.constVal(nanF64, narrow))
+		if masked != "" {
+			v = g.sel(masked, g.constVal(x.Fill, narrow), v)
+		}
+		out[i] = v
+	}
+	return out[0], out[1]
+}
+
+// storePair is storeElem of elements idx and idx+1 (idx even) of a pairAccess.
+func (g *gen) storePair(x tile.Store, base, rs, cs, idx string, v0, v1 val) {
+	if failpoint.Enabled(failpoint.PTXStoreOnePastEnd) {
+		g.storeElem(x, base, rs, cs, idx, v0)
+		g.storeElem(x, base, rs, cs, g.add32(idx, "1"), v1)
+		return
+	}
+	a := x.At
+	dt := g.k.Params[a.Param].DType
+	off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+	ok := g.accessPred(masked, inside)
+	b0, b1 := g.encodeBits(dt, v0), g.encodeBits(dt, v1)
+	st := "st.global.v2.b32"
+	if dt == numerics.F64 {
+		st = "st.global.v2.f64"
+	}
+	g.e.opIf(ok, st, "["+g.globalAddr(a.Param, off)+"]", "{"+b0+","+b1+"}")
+}

@@ -347,6 +347,32 @@ func (f *fftGen) srcAt(row string, c string) string {
 	return g.f32of(v)
 }
 
+// srcPair reads columns c and c+1 (c even: a complex value) of the source row, as two srcAt
+// would; from global memory with one element's arithmetic and one vector load where the
+// access allows (gen.pairAccess).
+func (f *fftGen) srcPair(row, c string) cx {
+	g := f.g
+	if f.load == nil || !g.pairAccess(f.load.At) {
+		return cx{f.srcAt(row, c), f.srcAt(row, g.bin32("add.s32", c, "1"))}
+	}
+	re, im := g.loadPair(*f.load, f.ldAt[0], f.ldAt[1], f.ldAt[2], g.lin(row, g.shapes[f.x.Src][1], c))
+	if f.wide {
+		return cx{g.f64of(re), g.f64of(im)}
+	}
+	return cx{g.f32of(re), g.f32of(im)}
+}
+
+// putPair writes elements idx and idx+1 (idx even) of the destination, as two put would.
+func (f *fftGen) putPair(idx string, v0, v1 val) {
+	g := f.g
+	if f.store == nil || !g.pairAccess(f.store.At) {
+		f.put(idx, v0)
+		f.put(g.bin32("add.s32", idx, "1"), v1)
+		return
+	}
+	g.storePair(*f.store, f.stAt[0], f.stAt[1], f.stAt[2], idx, v0, v1)
+}
+
 // put writes element idx of the destination tile, or stores it as the Store would.
 func (f *fftGen) put(idx string, v val) {
 	if f.store != nil {
@@ -373,8 +399,7 @@ func (f *fftGen) input(tab *fftTable) reader {
 		var z cx
 		switch f.x.Kind {
 		case tile.FFTForward, tile.FFTInverse:
-			c := g.bin32("shl.b32", k, "1")
-			z = cx{f.srcAt(row, c), f.srcAt(row, g.bin32("add.s32", c, "1"))}
+			z = f.srcPair(row, g.bin32("shl.b32", k, "1"))
 		case tile.FFTR2C:
 			z = cx{f.srcAt(row, k), f.constant(0).re}
 		case tile.FFTC2R:
@@ -384,8 +409,8 @@ func (f *fftGen) input(tab *fftTable) reader {
 			e.op("setp.gt.s32", hi, k, itoa(n/2))
 			j := e.reg("r")
 			e.op("selp.b32", j, g.bin32("sub.s32", f.imm(n), k), k, hi)
-			c := g.bin32("shl.b32", j, "1")
-			re, im := f.srcAt(row, c), f.srcAt(row, g.bin32("add.s32", c, "1"))
+			p := f.srcPair(row, g.bin32("shl.b32", j, "1"))
+			re, im := p.re, p.im
 			zero := e.reg("p")
 			e.op("setp.eq.u32", zero, j, "0")
 			if n%2 == 0 {
@@ -480,9 +505,7 @@ func (f *fftGen) output(tab *fftTable) writer {
 			im = e.reg(f.cls)
 			e.op("selp."+f.t, im, f.constant(0).re, z.im, zero)
 		}
-		c := g.bin32("shl.b32", k, "1")
-		f.put(g.lin(row, outCols, c), val{z.re, !f.wide})
-		f.put(g.lin(row, outCols, g.bin32("add.s32", c, "1")), val{im, !f.wide})
+		f.putPair(g.lin(row, outCols, g.bin32("shl.b32", k, "1")), val{z.re, !f.wide}, val{im, !f.wide})
 	}
 }
 
