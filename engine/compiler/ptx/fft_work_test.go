@@ -1,10 +1,12 @@
 package ptx
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tessera-qa/tessera-qa/engine/compiler"
+	"github.com/tessera-qa/tessera-qa/engine/compiler/tile"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
@@ -192,5 +194,37 @@ func TestFFTThreads(t *testing.T) {
 	_, err = Generate(p.Kernels[0], H100)
 	if errs.CodeOf(err) != errs.Input || !strings.Contains(err.Error(), "threads=300") {
 		t.Errorf("%s=threads=300: %v, want an E_INPUT naming the option", fftEnv, err)
+	}
+}
+
+// TestPairAccess: the (re, im) pair shortcut is taken only where both elements are provably
+// neighbours with one mask and bounds verdict; each condition broken alone refuses it.
+func TestPairAccess(t *testing.T) {
+	good := tile.Access{Param: 0, Base: tile.C(0), RowDims: []int{3, 4}, RowStrides: []int{4 * 6 * 2, 2},
+		ColDims: []int{6, 2}, ColStrides: []int{4 * 2, 1}, RowStart: tile.C(0), ColStart: tile.C(0), Rows: 4, Cols: 12, Mask: true}
+	gen := func(dt numerics.DType, n int) *gen {
+		return &gen{k: &tile.Kernel{Params: []tile.Param{{DType: dt, Len: n}}}}
+	}
+	if !gen(numerics.F32, 144).pairAccess(good) || !gen(numerics.F64, 144).pairAccess(good) {
+		t.Fatal("a complex column of f32/f64 is not taken as pairs")
+	}
+	bad := map[string]func(a *tile.Access) (numerics.DType, int){
+		"f16":            func(a *tile.Access) (numerics.DType, int) { return numerics.F16, 144 },
+		"odd length":     func(a *tile.Access) (numerics.DType, int) { return numerics.F32, 143 },
+		"odd base":       func(a *tile.Access) (numerics.DType, int) { a.Base = tile.C(1); return numerics.F32, 144 },
+		"odd col start":  func(a *tile.Access) (numerics.DType, int) { a.ColStart = tile.C(3); return numerics.F32, 144 },
+		"odd row stride": func(a *tile.Access) (numerics.DType, int) { a.RowStrides = []int{47, 2}; return numerics.F32, 144 },
+		"odd col stride": func(a *tile.Access) (numerics.DType, int) { a.ColStrides = []int{7, 1}; return numerics.F32, 144 },
+		"last dim 3":     func(a *tile.Access) (numerics.DType, int) { a.ColDims = []int{4, 3}; return numerics.F32, 144 },
+		"last stride 2":  func(a *tile.Access) (numerics.DType, int) { a.ColStrides = []int{8, 2}; return numerics.F32, 144 },
+		"odd tile width": func(a *tile.Access) (numerics.DType, int) { a.Cols = 11; return numerics.F32, 144 },
+	}
+	for name, mod := range bad {
+		a := good
+		a.RowStrides, a.ColDims, a.ColStrides = slices.Clone(good.RowStrides), slices.Clone(good.ColDims), slices.Clone(good.ColStrides)
+		dt, n := mod(&a)
+		if gen(dt, n).pairAccess(a) {
+			t.Errorf("%s: taken as pairs", name)
+		}
 	}
 }
