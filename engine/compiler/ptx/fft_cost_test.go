@@ -51,7 +51,7 @@ func TestFFTRowCost(t *testing.T) {
 		if os.Getenv("TESSERA_FFT_COST") == "ops" {
 			emuCount.each = map[string]int64{}
 		}
-		_, mod := fftRun(t, p, map[string]*tensor.Tensor{"x": x})
+		_, mod := emulateFFT(t, p, map[string]*tensor.Tensor{"x": x}, nil)
 		n := emuCount
 		emuCount = nil
 		rows := int64(c.shape[0])
