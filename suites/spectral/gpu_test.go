@@ -121,7 +121,7 @@ var _ = Describe("The FFT on cuda", Label("gpu"), func() {
 				largest = max(largest, n)
 			}
 		}
-		AddReportEntry(fmt.Sprintf("f32 fft/ifft on cuda: cpu bits up to N=%d of spectral.CILengths; longer rows refused (tile registers in shared memory)", largest))
+		AddReportEntry(fmt.Sprintf("f32 fft/ifft on cuda: cpu bits up to N=%d of spectral.CILengths; any longer refused by shared memory (a wide-radix end keeps its tile)", largest))
 		Expect(largest).To(BeNumerically(">=", 8192))
 	})
 

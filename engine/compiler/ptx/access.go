@@ -183,23 +183,29 @@ func (g *gen) accessExprs(a tile.Access) (base, rs, cs string) {
 // load reads a tile: masked-off elements get Fill, elements outside the allocation NaN (as the
 // CPU backend reads them), the rest are decoded exactly from the parameter's dtype.
 func (g *gen) load(x tile.Load) {
+	base, rs, cs := g.accessExprs(x.At)
+	g.forEach(x.At.Rows*x.At.Cols, func(idx string) {
+		g.write(x.Dst, idx, g.loadElem(x, base, rs, cs, idx))
+	})
+}
+
+// loadElem is element idx of the tile x loads, as the value its register would hold; an FFT
+// that reads its source straight from global memory (fft_work.go) calls it too.
+func (g *gen) loadElem(x tile.Load, base, rs, cs, idx string) val {
 	a := x.At
 	dt := g.k.Params[a.Param].DType
-	base, rs, cs := g.accessExprs(a)
 	narrow := !g.lay.wide[x.Dst]
-	g.forEach(a.Rows*a.Cols, func(idx string) {
-		off, masked, inside := g.elementAt(a, base, rs, cs, idx)
-		ok := g.accessPred(masked, inside)
-		v := g.decode(dt, g.globalAddr(a.Param, off), ok)
-		if narrow {
-			v = val{g.f32of(v), true}
-		}
-		v = g.sel(inside, v, g.constVal(nanF64, narrow))
-		if masked != "" {
-			v = g.sel(masked, g.constVal(x.Fill, narrow), v)
-		}
-		g.write(x.Dst, idx, v)
-	})
+	off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+	ok := g.accessPred(masked, inside)
+	v := g.decode(dt, g.globalAddr(a.Param, off), ok)
+	if narrow {
+		v = val{g.f32of(v), true}
+	}
+	v = g.sel(inside, v, g.constVal(nanF64, narrow))
+	if masked != "" {
+		v = g.sel(masked, g.constVal(x.Fill, narrow), v)
+	}
+	return v
 }
 
 // decode loads one element under predicate ok (the register holds 0 otherwise) and converts
@@ -283,21 +289,31 @@ func (g *gen) fromBits(dt numerics.DType, b string) val {
 // NaN canonical, ints truncated and saturated, bool x != 0. Masked-off elements and elements
 // outside the allocation are not written.
 func (g *gen) store(x tile.Store) {
-	a := x.At
-	// A generator that forgets the boundary mask: the ragged last tile writes past the end of
-	// each row into the next one.
-	a.Mask = failpoint.Pick(failpoint.PTXStoreMaskDropped, a.Mask, false)
-	dt := g.k.Params[a.Param].DType
-	base, rs, cs := g.accessExprs(a)
-	g.forEach(a.Rows*a.Cols, func(idx string) {
-		off, masked, inside := g.elementAt(a, base, rs, cs, idx)
-		ok := g.accessPred(masked, inside)
-		v := g.read(x.Src, idx)
-		g.encode(dt, v, g.globalAddr(a.Param, off), ok)
-		if failpoint.Enabled(failpoint.PTXStoreOnePastEnd) {
-			g.storePastEnd(a.Param, dt, v, off, ok)
-		}
+	x = storeFaults(x)
+	base, rs, cs := g.accessExprs(x.At)
+	g.forEach(x.At.Rows*x.At.Cols, func(idx string) {
+		g.storeElem(x, base, rs, cs, idx, g.read(x.Src, idx))
 	})
+}
+
+// storeFaults plants a generator that forgets the boundary mask: the ragged last tile writes
+// past the end of each row into the next one.
+func storeFaults(x tile.Store) tile.Store {
+	x.At.Mask = failpoint.Pick(failpoint.PTXStoreMaskDropped, x.At.Mask, false)
+	return x
+}
+
+// storeElem writes v as element idx of the tile x stores; an FFT that writes its result
+// straight to global memory (fft_work.go) calls it too.
+func (g *gen) storeElem(x tile.Store, base, rs, cs, idx string, v val) {
+	a := x.At
+	dt := g.k.Params[a.Param].DType
+	off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+	ok := g.accessPred(masked, inside)
+	g.encode(dt, v, g.globalAddr(a.Param, off), ok)
+	if failpoint.Enabled(failpoint.PTXStoreOnePastEnd) {
+		g.storePastEnd(a.Param, dt, v, off, ok)
+	}
 }
 
 // storePastEnd is the planted fault failpoint.PTXStoreOnePastEnd: the thread that stored the
@@ -410,4 +426,83 @@ func (g *gen) encodeBits(dt numerics.DType, v val) string {
 		return h
 	}
 	panic(fmt.Sprintf("encode: dtype %s", dt))
+}
+
+// pairAccess reports whether, for every even tile element idx of access a, elements idx and
+// idx+1 are neighbours in memory with the same mask and bounds verdicts: a (re, im) column of
+// a complex tensor in f32 or f64. The last column dim is 2 with stride 1, the tile's width and
+// every other stride, start and base are even, and so is the buffer's length; then the
+// element's column j is even, j+1 is in range exactly when j is, unravel gives off and off+1,
+// and off+1 is inside exactly when off is. One element's arithmetic and one vector access
+// then serve both.
+func (g *gen) pairAccess(a tile.Access) bool {
+	dt, n := g.k.Params[a.Param].DType, len(a.ColDims)
+	if (dt != numerics.F32 && dt != numerics.F64) || n == 0 || a.ColDims[n-1] != 2 || a.ColStrides[n-1] != 1 ||
+		a.Cols%2 != 0 || g.k.Params[a.Param].Len%2 != 0 || !evenExpr(a.Base) || !evenExpr(a.ColStart) {
+		return false
+	}
+	for _, s := range append(append([]int(nil), a.RowStrides...), a.ColStrides[:n-1]...) {
+		if s%2 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func evenExpr(x tile.Expr) bool {
+	for _, t := range x.Terms {
+		if t.Coef%2 != 0 {
+			return false
+		}
+	}
+	return x.Const%2 == 0
+}
+
+// loadPair is loadElem of elements idx and idx+1 (idx even) of a pairAccess.
+func (g *gen) loadPair(x tile.Load, base, rs, cs, idx string) (val, val) {
+	a, e := x.At, g.e
+	dt := g.k.Params[a.Param].DType
+	narrow := !g.lay.wide[x.Dst]
+	off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+	ok := g.accessPred(masked, inside)
+	cls, t, zero := "f", "f32", f32lit(0)
+	if dt == numerics.F64 {
+		cls, t, zero = "fd", "f64", f64lit(0)
+	}
+	b := [2]string{e.reg(cls), e.reg(cls)}
+	e.op("mov."+t, b[0], zero)
+	e.op("mov."+t, b[1], zero)
+	e.opIf(ok, "ld.global.v2."+t, "{"+b[0]+","+b[1]+"}", "["+g.globalAddr(a.Param, off)+"]")
+	var out [2]val
+	for i := range out {
+		v := g.fromBits(dt, b[i])
+		if narrow {
+			v = val{g.f32of(v), true}
+		}
+		v = g.sel(inside, v, g.constVal(nanF64, narrow))
+		if masked != "" {
+			v = g.sel(masked, g.constVal(x.Fill, narrow), v)
+		}
+		out[i] = v
+	}
+	return out[0], out[1]
+}
+
+// storePair is storeElem of elements idx and idx+1 (idx even) of a pairAccess.
+func (g *gen) storePair(x tile.Store, base, rs, cs, idx string, v0, v1 val) {
+	if failpoint.Enabled(failpoint.PTXStoreOnePastEnd) {
+		g.storeElem(x, base, rs, cs, idx, v0)
+		g.storeElem(x, base, rs, cs, g.add32(idx, "1"), v1)
+		return
+	}
+	a := x.At
+	dt := g.k.Params[a.Param].DType
+	off, masked, inside := g.elementAt(a, base, rs, cs, idx)
+	ok := g.accessPred(masked, inside)
+	b0, b1 := g.encodeBits(dt, v0), g.encodeBits(dt, v1)
+	st := "st.global.v2.b32"
+	if dt == numerics.F64 {
+		st = "st.global.v2.f64"
+	}
+	g.e.opIf(ok, st, "["+g.globalAddr(a.Param, off)+"]", "{"+b0+","+b1+"}")
 }

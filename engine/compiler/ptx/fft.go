@@ -11,9 +11,11 @@ import (
 )
 
 // The FFT on the SIMT path. A tile.FFT runs inside the kernel's CTA (one CTA per block of
-// rows, as every SIMT kernel): its source and destination are tile registers in shared memory,
-// its work is two ping-pong buffers per row in global scratch that the launcher allocates
-// (Module.Extra), and its tables are engine/fftplan's, uploaded by the launcher. It mirrors the
+// rows, as every SIMT kernel): its first pass reads the source (the tile register, or global
+// memory as the Load before it would), its last pass writes the destination (the tile, or
+// global memory as the Store after it would), the rows in between live in work buffers in
+// shared memory or, when they do not fit, in global scratch the launcher allocates
+// (fft_work.go), and its tables are engine/fftplan's, uploaded by the launcher. It mirrors the
 // reference executor (fftplan.Plan.Forward) operation for operation, which is what makes the
 // GPU's bits the CPU's (docs/spectral.md):
 //
@@ -30,8 +32,8 @@ import (
 //     widens complex64 multiplies "to minimize cancellation error"), so the f32 path widens too;
 //   - .rn everywhere: ptxas never contracts a product and a sum into an FMA.
 //
-// Speed is secondary here: every pass goes through global memory (L2 on a GPU), one thread per
-// butterfly, 256 threads a CTA.
+// One thread per butterfly, a barrier between passes, 256 threads a CTA or more for FFT-only
+// kernels of small radices (fftThreads). What a row costs: docs/spectral.md.
 
 // fftTable is the form of a plan the generator emits: every value an exact widening of the
 // working precision's.
@@ -53,19 +55,6 @@ func (t *fftTable) work() int {
 	return max(t.n, 1)
 }
 
-// fftScratchPerCTA is the global scratch one CTA needs for the FFTs of kernel k: two work
-// buffers per tile row, the largest FFT's (they run one after another).
-func fftScratchPerCTA(k *tile.Kernel, shapes []tile.Shape) int {
-	most := 0
-	walk(k.Body, func(in tile.Instr) {
-		if x, ok := in.(tile.FFT); ok {
-			t := fftTableOf(x.N, x.DType == numerics.F64)
-			most = max(most, 2*shapes[x.Src][0]*t.work()*fftComplexBytes(x.DType))
-		}
-	})
-	return most
-}
-
 func fftComplexBytes(dt numerics.DType) int {
 	if dt == numerics.F64 {
 		return 16
@@ -85,7 +74,27 @@ type fftGen struct {
 	cls  string // register class
 	esz  int    // bytes of one component
 	rows int
+	w    int // complex values in a row of a work buffer
+
+	// The Load and Store the FFT took over (fft_work.go), and their accesses' start
+	// expressions; nil when it reads and writes the tiles.
+	load       *tile.Load
+	store      *tile.Store
+	ldAt, stAt [3]string
 }
+
+// wbuf is a work buffer: the address of its first byte, in shared memory (.u32) or in global
+// scratch (.u64).
+type wbuf struct {
+	shared bool
+	base   string
+}
+
+// reader and writer are the two ends of a pass: element k of a row of the transform.
+type (
+	reader func(row, k string) cx
+	writer func(row, k string, z cx)
+)
 
 func (g *gen) fft(x tile.FFT) error {
 	f := &fftGen{g: g, x: x, wide: x.DType == numerics.F64, t: "f32", cls: "f", esz: 4, rows: g.shapes[x.Src][0]}
@@ -93,21 +102,76 @@ func (g *gen) fft(x tile.FFT) error {
 		f.t, f.cls, f.esz = "f64", "fd", 8
 	}
 	tab := fftTableOf(x.N, f.wide)
-	w := tab.work()
-	bufA := g.scratchBase()
-	bufB := g.e.reg("rd")
-	g.e.op("add.s64", bufB, bufA, itoa(f.rows*w*2*f.esz))
-	f.prep(tab, bufA)
-	cur, other := bufA, bufB
-	if tab.m > 0 {
-		cur, other = f.passes(tab.sub, w, cur, other)
-		f.bluesteinMiddle(tab, cur)
-		cur, _ = f.passes(tab.sub, w, cur, other)
-	} else if x.N > 1 {
-		cur, _ = f.passes(tab, w, cur, other)
+	f.w = tab.work()
+	plan, ok := g.fftWork.plans[g.pc-1]
+	if !ok {
+		return g.unsupported("fft: no work-buffer plan (generator bug)")
 	}
-	f.post(tab, cur)
+	if plan.load != nil {
+		f.load = plan.load
+		f.ldAt[0], f.ldAt[1], f.ldAt[2] = g.accessExprs(f.load.At)
+	}
+	if plan.store != nil {
+		st := storeFaults(*plan.store)
+		f.store = &st
+		f.stAt[0], f.stAt[1], f.stAt[2] = g.accessExprs(st.At)
+	}
+	bufs := make([]wbuf, len(plan.bufs))
+	for i, b := range plan.bufs {
+		bufs[i] = f.buffer(b, plan)
+	}
+	// The chain of passes; Bluestein's pointwise step rides on its first transform's last
+	// pass (mid), its final chirp on the second's.
+	var steps []func(reader, writer)
+	mid := -1
+	switch {
+	case tab.m > 0:
+		steps = append(f.passes(tab.sub), f.passes(tab.sub)...)
+		mid = len(tab.sub.radices) - 1
+	case x.N > 1:
+		steps = f.passes(tab)
+	default:
+		steps = []func(reader, writer){f.copyStep}
+	}
+	e := g.e
+	in, out := f.input(tab), f.output(tab)
+	for i, step := range steps {
+		rd, wr := in, out
+		if i > 0 {
+			rd = f.bufReader(bufs[i-1])
+		}
+		if i < len(steps)-1 {
+			wr = f.bufWriter(bufs[i])
+		}
+		if i == mid {
+			wr = f.bluesteinMiddle(tab, wr)
+		}
+		step(rd, wr)
+		if i < len(steps)-1 {
+			e.op("bar.sync", "0") // the body's barrier follows the last
+		}
+	}
 	return nil
+}
+
+// buffer resolves one entry of a work plan to its address.
+func (f *fftGen) buffer(b int, plan fftWork) wbuf {
+	g := f.g
+	switch b {
+	case fftBufSrc:
+		return wbuf{true, g.regBase(f.x.Src)}
+	case fftBufDst:
+		return wbuf{true, g.regBase(f.x.Dst)}
+	}
+	off := (b - fftBufExtra) * plan.bytes
+	if plan.shared {
+		a := g.e.reg("r")
+		g.pro.op("add.s32", a, g.smem, itoa(g.fftWork.sharedOff+off))
+		return wbuf{true, a}
+	}
+	a := g.e.reg("rd")
+	g.pro.op("add.s64", a, g.scratchBase(), itoa(off))
+	return wbuf{false, a}
 }
 
 // scratchBase is this CTA's scratch region: the kernel's scratch buffer plus ctaid times the
@@ -116,13 +180,28 @@ func (g *gen) scratchBase() string {
 	if g.scratch != "" {
 		return g.scratch
 	}
-	buf := g.extraParam(Extra{Name: "fft scratch", Bytes: g.scratchPerCTA * gridTotal(g.k.Grid)})
+	per := g.fftWork.scratch
+	buf := g.extraParam(Extra{Name: "fft scratch", Bytes: per * gridTotal(g.k.Grid)})
 	cta, off := g.pro.reg("r"), g.pro.reg("rd")
 	g.pro.op("mov.u32", cta, "%ctaid.x")
-	g.pro.op("mul.wide.s32", off, cta, itoa(g.scratchPerCTA))
+	g.pro.op("mul.wide.s32", off, cta, itoa(per))
 	g.scratch = g.pro.reg("rd")
 	g.pro.op("add.s64", g.scratch, buf, off)
 	return g.scratch
+}
+
+// fftOps are the instruction forms the FFT adds to the emitter's table: complex pairs as
+// one vector access, and the read-only path for its tables.
+var fftOps = []string{
+	"ld.shared.v2.f32", "st.shared.v2.f32", "ld.shared.v2.f64", "st.shared.v2.f64",
+	"ld.global.v2.f32", "st.global.v2.f32", "ld.global.v2.f64", "st.global.v2.f64",
+	"ld.global.nc.v2.f32", "ld.global.nc.v2.f64",
+}
+
+func init() {
+	for _, op := range fftOps {
+		knownOps[op] = true
+	}
 }
 
 // table returns the global address of an uploaded table of complex values in the working
@@ -149,23 +228,43 @@ func (f *fftGen) addr(base, i string, size int) string {
 	return a
 }
 
-func (f *fftGen) ld(a string) cx {
+func (f *fftGen) pair(z cx) string { return "{" + z.re + "," + z.im + "}" }
+
+// ldTable reads one complex entry of an uploaded table through the read-only data path (the
+// tables never change while a kernel runs).
+func (f *fftGen) ldTable(base, k string) cx {
 	e := f.g.e
 	z := cx{e.reg(f.cls), e.reg(f.cls)}
-	e.op("ld.global."+f.t, z.re, "["+a+"]")
-	e.op("ld.global."+f.t, z.im, "["+a+"+"+itoa(f.esz)+"]")
+	e.op("ld.global.nc.v2."+f.t, f.pair(z), "["+f.addr(base, k, 2*f.esz)+"]")
 	return z
 }
 
-func (f *fftGen) st(a string, z cx) {
-	e := f.g.e
-	e.op("st.global."+f.t, "["+a+"]", z.re)
-	e.op("st.global."+f.t, "["+a+"+"+itoa(f.esz)+"]", z.im)
+// waddr is the address of complex element k of row row of work buffer b, and its state space.
+func (f *fftGen) waddr(b wbuf, row, k string) (string, string) {
+	i := f.g.lin(row, f.w, k)
+	if b.shared {
+		a := f.g.e.reg("r")
+		f.g.e.op("mad.lo.s32", a, i, itoa(2*f.esz), b.base)
+		return a, "shared"
+	}
+	return f.addr(b.base, i, 2*f.esz), "global"
 }
 
-// elem is the address of complex element k of row row of a work buffer of width w.
-func (f *fftGen) elem(buf, row string, w int, k string) string {
-	return f.addr(buf, f.g.lin(row, w, k), 2*f.esz)
+func (f *fftGen) bufReader(b wbuf) reader {
+	return func(row, k string) cx {
+		e := f.g.e
+		a, space := f.waddr(b, row, k)
+		z := cx{e.reg(f.cls), e.reg(f.cls)}
+		e.op("ld."+space+".v2."+f.t, f.pair(z), "["+a+"]")
+		return z
+	}
+}
+
+func (f *fftGen) bufWriter(b wbuf) writer {
+	return func(row, k string, z cx) {
+		a, space := f.waddr(b, row, k)
+		f.g.e.op("st."+space+".v2."+f.t, "["+a+"]", f.pair(z))
+	}
 }
 
 func (f *fftGen) bin(op, a, b string) string {
@@ -236,48 +335,71 @@ func (f *fftGen) constant(v complex128) cx {
 func (f *fftGen) srcAt(row string, c string) string {
 	g := f.g
 	cols := g.shapes[f.x.Src][1]
-	v := g.read(f.x.Src, g.lin(row, cols, c))
+	var v val
+	if f.load != nil {
+		v = g.loadElem(*f.load, f.ldAt[0], f.ldAt[1], f.ldAt[2], g.lin(row, cols, c))
+	} else {
+		v = g.read(f.x.Src, g.lin(row, cols, c))
+	}
 	if f.wide {
 		return g.f64of(v)
 	}
 	return g.f32of(v)
 }
 
+// srcPair reads columns c and c+1 (c even: a complex value) of the source row, as two srcAt
+// would; from global memory with one element's arithmetic and one vector load where the
+// access allows (gen.pairAccess).
+func (f *fftGen) srcPair(row, c string) cx {
+	g := f.g
+	if f.load == nil || !g.pairAccess(f.load.At) {
+		return cx{f.srcAt(row, c), f.srcAt(row, g.bin32("add.s32", c, "1"))}
+	}
+	re, im := g.loadPair(*f.load, f.ldAt[0], f.ldAt[1], f.ldAt[2], g.lin(row, g.shapes[f.x.Src][1], c))
+	if f.wide {
+		return cx{g.f64of(re), g.f64of(im)}
+	}
+	return cx{g.f32of(re), g.f32of(im)}
+}
+
+// putPair writes elements idx and idx+1 (idx even) of the destination, as two put would.
+func (f *fftGen) putPair(idx string, v0, v1 val) {
+	g := f.g
+	if f.store == nil || !g.pairAccess(f.store.At) {
+		f.put(idx, v0)
+		f.put(g.bin32("add.s32", idx, "1"), v1)
+		return
+	}
+	g.storePair(*f.store, f.stAt[0], f.stAt[1], f.stAt[2], idx, v0, v1)
+}
+
+// put writes element idx of the destination tile, or stores it as the Store would.
+func (f *fftGen) put(idx string, v val) {
+	if f.store != nil {
+		f.g.storeElem(*f.store, f.stAt[0], f.stAt[1], f.stAt[2], idx, v)
+		return
+	}
+	f.g.write(f.x.Dst, idx, v)
+}
+
 func (f *fftGen) imm(c int) string { return f.g.mov32(itoa(c)) }
 
-// prep writes every row's transform input into buf: the complex row (conjugated for the
-// inverses, which the reference computes as conj(F(conj x))), the real row with +0 imaginary
-// parts, or the Hermitian extension of a c2r row; for Bluestein multiplied by the chirp, the
-// tail to the convolution length zero.
-func (f *fftGen) prep(tab *fftTable, buf string) {
+// input reads element k of a row's transform input straight from the source tile, as the
+// reference prepares it: the complex row (conjugated for the inverses, which the reference
+// computes as conj(F(conj x))), the real row with +0 imaginary parts, or the Hermitian
+// extension of a c2r row; for Bluestein multiplied by the chirp, +0 past the row's n points.
+func (f *fftGen) input(tab *fftTable) reader {
 	g, e, n := f.g, f.g.e, f.x.N
-	w := tab.work()
 	inverse := f.x.Kind == tile.FFTInverse || f.x.Kind == tile.FFTC2R
 	var chirp string
 	if tab.m > 0 {
 		chirp = f.table("chirp", n, tab.chirp)
 	}
-	g.forEach(f.rows*w, func(idx string) {
-		row, k := g.rowCol(idx, w)
-		out := f.elem(buf, row, w, k)
-		var inside string
-		if w > n {
-			inside = e.reg("p")
-			e.op("setp.lt.s32", inside, k, itoa(n))
-			skip, done := e.label(), e.label()
-			e.opIf("!"+inside, "bra", skip)
-			defer func() {
-				e.op("bra", done)
-				e.place(skip)
-				f.st(out, f.constant(0))
-				e.place(done)
-			}()
-		}
+	at := func(row, k string) cx {
 		var z cx
 		switch f.x.Kind {
 		case tile.FFTForward, tile.FFTInverse:
-			c := g.bin32("shl.b32", k, "1")
-			z = cx{f.srcAt(row, c), f.srcAt(row, g.bin32("add.s32", c, "1"))}
+			z = f.srcPair(row, g.bin32("shl.b32", k, "1"))
 		case tile.FFTR2C:
 			z = cx{f.srcAt(row, k), f.constant(0).re}
 		case tile.FFTC2R:
@@ -287,8 +409,8 @@ func (f *fftGen) prep(tab *fftTable, buf string) {
 			e.op("setp.gt.s32", hi, k, itoa(n/2))
 			j := e.reg("r")
 			e.op("selp.b32", j, g.bin32("sub.s32", f.imm(n), k), k, hi)
-			c := g.bin32("shl.b32", j, "1")
-			re, im := f.srcAt(row, c), f.srcAt(row, g.bin32("add.s32", c, "1"))
+			p := f.srcPair(row, g.bin32("shl.b32", j, "1"))
+			re, im := p.re, p.im
 			zero := e.reg("p")
 			e.op("setp.eq.u32", zero, j, "0")
 			if n%2 == 0 {
@@ -307,94 +429,35 @@ func (f *fftGen) prep(tab *fftTable, buf string) {
 			z = f.conj(z)
 		}
 		if tab.m > 0 {
-			z = f.mul(z, f.ld(f.addr(chirp, k, 2*f.esz)))
+			z = f.mul(z, f.ldTable(chirp, k))
 		}
-		f.st(out, z)
-	})
-	e.op("bar.sync", "0")
-}
-
-// passes runs plan tab's Stockham passes on every row (width w) from cur, ping-ponging with
-// other; it returns the buffer holding the result and the free one.
-func (f *fftGen) passes(tab *fftTable, w int, cur, other string) (string, string) {
-	g, e, n := f.g, f.g.e, tab.n
-	tw := f.table("twiddles", n, tab.tw)
-	for l := len(tab.radices) - 1; l >= 0; l-- {
-		r := tab.radices[l]
-		s := 1
-		for _, q := range tab.radices[:l] {
-			s *= q
-		}
-		m := n / (s * r)
-		e.comment("fft n=%d pass %d: radix %d, %d offsets x %d points", n, l, r, s, m)
-		g.forEach(f.rows*(n/r), func(idx string) {
-			row, b := g.rowCol(idx, n/r)
-			o, k := g.rowCol(b, m)
-			y := make([]cx, r)
-			for j := range r {
-				// (o + j*s)*m + k
-				at := g.lin(g.bin32("add.s32", o, itoa(j*s)), m, k)
-				y[j] = f.ld(f.elem(cur, row, w, at))
-			}
-			ks := g.bin32("mul.lo.s32", k, itoa(s))
-			twj := func(j int) cx { return f.ld(f.addr(tw, g.bin32("mul.lo.s32", ks, itoa(j)), 2*f.esz)) }
-			outs := make([]cx, r)
-			switch r {
-			case 2:
-				a, bb := y[0], f.mul(y[1], twj(1))
-				outs[0], outs[1] = f.add(a, bb), f.sub(a, bb)
-			case 4:
-				a, bb, c, d := y[0], f.mul(y[1], twj(1)), f.mul(y[2], twj(2)), f.mul(y[3], twj(3))
-				s0, s1 := f.add(a, c), f.sub(a, c)
-				s2, s3 := f.add(bb, d), f.sub(bb, d)
-				s3 = f.mulNegI(s3)
-				outs[0], outs[1], outs[2], outs[3] = f.add(s0, s2), f.add(s1, s3), f.sub(s0, s2), f.sub(s1, s3)
-			default:
-				buf := make([]cx, r)
-				buf[0] = y[0]
-				for j := 1; j < r; j++ {
-					buf[j] = f.mul(y[j], twj(j))
-				}
-				wr := n / r
-				for q := range r {
-					acc := buf[0]
-					for j := 1; j < r; j++ {
-						acc = f.add(acc, f.mul(buf[j], f.constant(tab.tw[(j*q%r)*wr])))
-					}
-					outs[q] = acc
-				}
-			}
-			base := g.lin(o, m*r, k)
-			for q := range r {
-				f.st(f.elem(other, row, w, g.bin32("add.s32", base, itoa(m*q))), outs[q])
-			}
-		})
-		e.op("bar.sync", "0")
-		cur, other = other, cur
+		return z
 	}
-	return cur, other
+	if tab.work() == n {
+		return at
+	}
+	return func(row, k string) cx {
+		// The source holds n points: past them the value is +0, and nothing is read.
+		z := f.constant(0)
+		outside := e.reg("p")
+		e.op("setp.ge.s32", outside, k, itoa(n))
+		skip := e.label()
+		e.opIf(outside, "bra", skip)
+		v := at(row, k)
+		e.op("mov."+f.t, z.re, v.re)
+		e.op("mov."+f.t, z.im, v.im)
+		e.place(skip)
+		return z
+	}
 }
 
-// bluesteinMiddle is the pointwise step between Bluestein's two transforms: multiply by the
-// chirp filter's transform, conjugate (the inverse transform by conjugation), in place.
-func (f *fftGen) bluesteinMiddle(tab *fftTable, buf string) {
-	g, w := f.g, tab.work()
-	bf := f.table("bluestein filter", f.x.N, tab.bfft)
-	g.forEach(f.rows*w, func(idx string) {
-		row, k := g.rowCol(idx, w)
-		a := f.elem(buf, row, w, k)
-		f.st(a, f.conj(f.mul(f.ld(a), f.ld(f.addr(bf, k, 2*f.esz)))))
-	})
-	g.e.op("bar.sync", "0")
-}
-
-// post writes the destination tile from the transform in buf: Bluestein's final chirp
-// (conj(a_k) * (1/m) * c_k), the inverses' conjugation, the scale when it is not 1, then
-// complex pairs, or real parts for c2r; an r2c row's bin 0 and even-n bin n/2 get an exact +0
-// imaginary part.
-func (f *fftGen) post(tab *fftTable, buf string) {
+// output writes element k of a row's transform to the destination tile, as the reference
+// finishes it: Bluestein's final chirp (conj(a_k) * (1/m) * c_k), the inverses' conjugation,
+// the scale when it is not 1, then complex pairs, or real parts for c2r; an r2c row's bin 0
+// and even-n bin n/2 get an exact +0 imaginary part. Elements past the kind's output (the
+// bins r2c drops, Bluestein's tail) are not written.
+func (f *fftGen) output(tab *fftTable) writer {
 	g, e, n := f.g, f.g.e, f.x.N
-	w := tab.work()
 	inverse := f.x.Kind == tile.FFTInverse || f.x.Kind == tile.FFTC2R
 	_, outCols := tile.FFTCols(f.x.Kind, n)
 	count := outCols / 2
@@ -409,11 +472,16 @@ func (f *fftGen) post(tab *fftTable, buf string) {
 	if !f.wide {
 		scale = float64(float32(scale))
 	}
-	g.forEach(f.rows*count, func(idx string) {
-		row, k := g.rowCol(idx, count)
-		z := f.ld(f.elem(buf, row, w, k))
+	return func(row, k string, z cx) {
+		if count < tab.work() {
+			past := e.reg("p")
+			e.op("setp.ge.s32", past, k, itoa(count))
+			skip := e.label()
+			e.opIf(past, "bra", skip)
+			defer e.place(skip)
+		}
 		if tab.m > 0 {
-			z = f.mul(f.mul(f.conj(z), f.constant(complex(1/float64(tab.m), 0))), f.ld(f.addr(chirp, k, 2*f.esz)))
+			z = f.mul(f.mul(f.conj(z), f.constant(complex(1/float64(tab.m), 0))), f.ldTable(chirp, k))
 		}
 		if inverse {
 			z = f.conj(z)
@@ -422,7 +490,7 @@ func (f *fftGen) post(tab *fftTable, buf string) {
 			z = f.mul(z, f.constant(complex(scale, 0)))
 		}
 		if f.x.Kind == tile.FFTC2R {
-			g.write(f.x.Dst, g.lin(row, outCols, k), val{z.re, !f.wide})
+			f.put(g.lin(row, outCols, k), val{z.re, !f.wide})
 			return
 		}
 		im := z.im
@@ -437,10 +505,89 @@ func (f *fftGen) post(tab *fftTable, buf string) {
 			im = e.reg(f.cls)
 			e.op("selp."+f.t, im, f.constant(0).re, z.im, zero)
 		}
-		c := g.bin32("shl.b32", k, "1")
-		g.write(f.x.Dst, g.lin(row, outCols, c), val{z.re, !f.wide})
-		g.write(f.x.Dst, g.lin(row, outCols, g.bin32("add.s32", c, "1")), val{im, !f.wide})
+		f.putPair(g.lin(row, outCols, g.bin32("shl.b32", k, "1")), val{z.re, !f.wide}, val{im, !f.wide})
+	}
+}
+
+// copyStep is the whole chain of a length-1 transform: input to output.
+func (f *fftGen) copyStep(rd reader, wr writer) {
+	f.g.forEach(f.rows, func(row string) {
+		k := f.imm(0)
+		wr(row, k, rd(row, k))
 	})
+}
+
+// passes returns plan tab's Stockham passes, innermost radix first.
+func (f *fftGen) passes(tab *fftTable) []func(reader, writer) {
+	var out []func(reader, writer)
+	for l := len(tab.radices) - 1; l >= 0; l-- {
+		out = append(out, func(rd reader, wr writer) { f.pass(tab, l, rd, wr) })
+	}
+	return out
+}
+
+// pass is Stockham pass l of plan tab on every row, one thread per butterfly.
+func (f *fftGen) pass(tab *fftTable, l int, rd reader, wr writer) {
+	g, e, n := f.g, f.g.e, tab.n
+	tw := f.table("twiddles", n, tab.tw)
+	r := tab.radices[l]
+	s := 1
+	for _, q := range tab.radices[:l] {
+		s *= q
+	}
+	m := n / (s * r)
+	e.comment("fft n=%d pass %d: radix %d, %d offsets x %d points", n, l, r, s, m)
+	g.forEach(f.rows*(n/r), func(idx string) {
+		row, b := g.rowCol(idx, n/r)
+		o, k := g.rowCol(b, m)
+		y := make([]cx, r)
+		for j := range r {
+			// (o + j*s)*m + k
+			y[j] = rd(row, g.lin(g.bin32("add.s32", o, itoa(j*s)), m, k))
+		}
+		ks := g.bin32("mul.lo.s32", k, itoa(s))
+		twj := func(j int) cx { return f.ldTable(tw, g.bin32("mul.lo.s32", ks, itoa(j))) }
+		outs := make([]cx, r)
+		switch r {
+		case 2:
+			a, bb := y[0], f.mul(y[1], twj(1))
+			outs[0], outs[1] = f.add(a, bb), f.sub(a, bb)
+		case 4:
+			a, bb, c, d := y[0], f.mul(y[1], twj(1)), f.mul(y[2], twj(2)), f.mul(y[3], twj(3))
+			s0, s1 := f.add(a, c), f.sub(a, c)
+			s2, s3 := f.add(bb, d), f.sub(bb, d)
+			s3 = f.mulNegI(s3)
+			outs[0], outs[1], outs[2], outs[3] = f.add(s0, s2), f.add(s1, s3), f.sub(s0, s2), f.sub(s1, s3)
+		default:
+			buf := make([]cx, r)
+			buf[0] = y[0]
+			for j := 1; j < r; j++ {
+				buf[j] = f.mul(y[j], twj(j))
+			}
+			wr := n / r
+			for q := range r {
+				acc := buf[0]
+				for j := 1; j < r; j++ {
+					acc = f.add(acc, f.mul(buf[j], f.constant(tab.tw[(j*q%r)*wr])))
+				}
+				outs[q] = acc
+			}
+		}
+		base := g.lin(o, m*r, k)
+		for q := range r {
+			wr(row, g.bin32("add.s32", base, itoa(m*q)), outs[q])
+		}
+	})
+}
+
+// bluesteinMiddle wraps the first transform's last writer with the pointwise step between
+// Bluestein's two transforms: multiply by the chirp filter's transform, conjugate (the
+// inverse transform by conjugation).
+func (f *fftGen) bluesteinMiddle(tab *fftTable, wr writer) writer {
+	bf := f.table("bluestein filter", f.x.N, tab.bfft)
+	return func(row, k string, z cx) {
+		wr(row, k, f.conj(f.mul(z, f.ldTable(bf, k))))
+	}
 }
 
 func (g *gen) bin32(op, a, b string) string {

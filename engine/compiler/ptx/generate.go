@@ -36,10 +36,10 @@ type gen struct {
 	lane, warp      string // lane and warp index, once a tensor-core MMA needs them
 	usedTensorCores bool
 
-	extra         []Extra  // launcher-provided buffers (tables, scratch), params after the kernel's
-	extraAddr     []string // their global addresses
-	scratchPerCTA int      // bytes of scratch each CTA owns (fft.go)
-	scratch       string   // this CTA's scratch address, once used
+	extra     []Extra       // launcher-provided buffers (tables, scratch), params after the kernel's
+	extraAddr []string      // their global addresses
+	fftWork   fftKernelWork // where its FFTs keep their work rows (fft_work.go)
+	scratch   string        // this CTA's FFT scratch address, once used
 }
 
 // Generate compiles one Tile IR kernel to PTX for target t. Anything it cannot compile
@@ -74,14 +74,20 @@ func Generate(k *tile.Kernel, t Target) (mod *Module, err error) {
 	if err := g.checkLimits(); err != nil {
 		return nil, err
 	}
-	g.scratchPerCTA = fftScratchPerCTA(k, shapes)
-	if g.scratchPerCTA > maxIndex/2 {
-		return nil, errs.New(errs.Unsupported, "ptx: kernel %s: its FFT needs %d bytes of scratch a CTA, beyond .s32 offsets", k.Name, g.scratchPerCTA)
+	fo, err := fftOptionsNow()
+	if err != nil {
+		return nil, err
 	}
-	g.lay = planLayout(k, shapes, !t.SIMTOnly)
+	g.fftWork = planFFTWork(k, shapes, fo)
+	g.lay = planLayoutWithout(k, shapes, !t.SIMTOnly, g.fftWork.absent)
 	if g.lay.bytes > maxShared {
 		return nil, errs.New(errs.Unsupported, "ptx: kernel %s: tile registers need %d bytes of shared memory, over the %d a CTA may have",
 			k.Name, g.lay.bytes, maxShared)
+	}
+	g.fftWork.place(shapes, g.lay)
+	g.threads = fftThreads(k, shapes, fo, g.lay.bytes)
+	if g.fftWork.scratch > maxIndex/2 {
+		return nil, errs.New(errs.Unsupported, "ptx: kernel %s: its FFT needs %d bytes of scratch a CTA, beyond .s32 offsets", k.Name, g.fftWork.scratch)
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -177,6 +183,9 @@ func (g *gen) body(body []tile.Instr) error {
 	for _, in := range body {
 		g.pc++
 		g.e.comment("%d: %s", g.pc, describe(in))
+		if g.fftWork.skip[g.pc-1] {
+			continue // an FFT next to it does its work (fft_work.go)
+		}
 		var err error
 		switch x := in.(type) {
 		case tile.Full:

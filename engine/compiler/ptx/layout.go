@@ -47,6 +47,12 @@ func narrowResult(dt numerics.DType) bool { return dt != numerics.F64 && dt != n
 func loadExact32(dt numerics.DType) bool { return dt != numerics.F64 && dt != numerics.I32 }
 
 func planLayout(k *tile.Kernel, shapes []tile.Shape, tensorCores bool) *layout {
+	return planLayoutWithout(k, shapes, tensorCores, nil)
+}
+
+// planLayoutWithout places every register but the absent ones, which no generated
+// instruction touches (an FFT's fused source and destination, fft_work.go).
+func planLayoutWithout(k *tile.Kernel, shapes []tile.Shape, tensorCores bool, absent map[tile.Reg]bool) *layout {
 	l := &layout{wide: make([]bool, k.NumRegs), half: make([]numerics.DType, k.NumRegs), offset: make([]int, k.NumRegs)}
 	// Fixpoint: a definition is narrow when its inputs are; start optimistic, widen until stable.
 	for changed := true; changed; {
@@ -92,7 +98,7 @@ func planLayout(k *tile.Kernel, shapes []tile.Shape, tensorCores bool) *layout {
 	iv := liveRanges(k)
 	order := make([]int, 0, k.NumRegs)
 	for r := range k.NumRegs {
-		if iv[r].start >= 0 {
+		if iv[r].start >= 0 && !absent[tile.Reg(r)] {
 			order = append(order, r)
 		}
 	}

@@ -225,6 +225,53 @@ func (b *emuBarrier) wait() {
 }
 
 // emuCTA is one CTA's shared state.
+// emuCount, when set, counts what every thread executes: instructions, and the memory
+// accesses and barriers by state space (a test that measures what a kernel costs sets it).
+var emuCount *emuCounts
+
+type emuCounts struct {
+	mu    sync.Mutex
+	instr int64
+	ops   map[string]int64 // "ld.global", "st.shared", "bar.sync": executions
+	bytes map[string]int64 // bytes moved, by the same keys
+	each  map[string]int64 // every opcode's executions, when not nil
+}
+
+func (c *emuCounts) add(op string) {
+	key, n := "", int64(0)
+	for _, k := range []string{"ld.global", "st.global", "ld.shared", "st.shared", "bar.sync"} {
+		if strings.HasPrefix(op, k) {
+			key = k
+		}
+	}
+	if key != "" && key != "bar.sync" {
+		switch {
+		case strings.HasSuffix(op, "v2.f64"), strings.HasSuffix(op, "v4.b32"):
+			n = 16
+		case strings.HasSuffix(op, "v2.b32"):
+			n = 8
+		case strings.HasSuffix(op, "v2.f32"), strings.HasSuffix(op, "f64"), strings.HasSuffix(op, "b64"):
+			n = 8
+		case strings.HasSuffix(op, "b16"):
+			n = 2
+		case strings.HasSuffix(op, "u8"), strings.HasSuffix(op, "s8"):
+			n = 1
+		default:
+			n = 4
+		}
+	}
+	c.mu.Lock()
+	c.instr++
+	if c.each != nil {
+		c.each[op]++
+	}
+	if key != "" {
+		c.ops[key]++
+		c.bytes[key] += n
+	}
+	c.mu.Unlock()
+}
+
 type emuCTA struct {
 	m       *emuModule
 	global  [][]byte // per param; a param's address is (index+1) << 40
@@ -369,6 +416,9 @@ func (c *emuCTA) thread(tid int) (err error) {
 		if in.guard >= 0 && (regs[in.guard] != 0) == in.negate {
 			continue
 		}
+		if emuCount != nil {
+			emuCount.add(in.op)
+		}
 		a := in.args
 		set := func(v uint64) { regs[a[0].reg] = v }
 		x := func(i int) uint64 { return val(a[i]) }
@@ -444,6 +494,33 @@ func (c *emuCTA) thread(tid int) (err error) {
 			}
 		case "ld.global.f32":
 			set(uint64(binary.LittleEndian.Uint32(mem(a[1], 4, false))))
+		// Pairs of floats (the FFT's complex values): shared, global, and the read-only path.
+		case "ld.shared.v2.f32", "ld.global.v2.f32", "ld.global.nc.v2.f32", "ld.shared.v2.f64", "ld.global.nc.v2.f64":
+			sz := 4
+			if strings.HasSuffix(in.op, "f64") {
+				sz = 8
+			}
+			b := mem(a[1], 2*sz, strings.Contains(in.op, "shared"))
+			for i, r := range a[0].regs {
+				if sz == 4 {
+					regs[r] = uint64(binary.LittleEndian.Uint32(b[4*i:]))
+				} else {
+					regs[r] = binary.LittleEndian.Uint64(b[8*i:])
+				}
+			}
+		case "st.shared.v2.f32", "st.global.v2.f32", "st.shared.v2.f64":
+			sz := 4
+			if strings.HasSuffix(in.op, "f64") {
+				sz = 8
+			}
+			b := mem(a[0], 2*sz, strings.Contains(in.op, "shared"))
+			for i, r := range a[1].regs {
+				if sz == 4 {
+					binary.LittleEndian.PutUint32(b[4*i:], uint32(regs[r]))
+				} else {
+					binary.LittleEndian.PutUint64(b[8*i:], regs[r])
+				}
+			}
 		case "ld.global.s8": // sign-extended into the 16-bit register
 			set(uint64(uint16(int16(int8(mem(a[1], 1, false)[0])))))
 		case "st.global.s32":
