@@ -107,7 +107,13 @@ type Frame struct {
 	// reading the payload a second time.
 	sum    uint32
 	summed bool
+	// landed: Payload is a buffer the receiver posted (Lander), not a pooled one, so it is never
+	// recycled.
+	landed bool
 }
+
+// SetLanded marks f's payload as the receiver's own buffer (a Lander wrote it there).
+func (f *Frame) SetLanded() { f.landed = true }
 
 // SetReceivedSum records crc as the CRC32C of f.Payload, computed by the receiving transport
 // over the very bytes it wrote into f.Payload (not over its source: a bit that flips between

@@ -68,6 +68,23 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 	}
 	complete := make(chan int, nseg) // segment k has every peer's contributions
 
+	// The all-gather phase's frames land straight in full where the transport can do that
+	// (dist.Lander): posted before anything is sent, so every one is read after its post.
+	// Only the bottom transport lands; a layer above it (hooks, a fabric) must see each frame.
+	if ld, ok := cl.c.t.(Lander); ok && full != nil {
+		for p := 0; p < n; p++ {
+			if p == me {
+				continue
+			}
+			plo, phi := chunk(count, n, p)
+			for k := range segments(phi-plo, per) {
+				a, b := seg(phi-plo, k)
+				release := ld.Land(cl.c.opts.ID, cl.c.ranks[p], cl.seq, uint32(nseg+k), full[(plo+a)*size:(plo+b)*size])
+				defer release()
+			}
+		}
+	}
+
 	var fns []func(*call) error
 	for p := 0; p < n; p++ {
 		if p == me {
@@ -134,7 +151,9 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 				if err != nil {
 					return err
 				}
-				copy(full[(plo+a)*size:(plo+b)*size], f.Payload)
+				if dst := full[(plo+a)*size : (plo+b)*size]; !Landed(f, dst) {
+					copy(dst, f.Payload)
+				}
 				cl.c.recycle(f)
 			}
 			return nil

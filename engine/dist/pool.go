@@ -53,7 +53,7 @@ func (c *Comm) recycle(fs ...*Frame) {
 		return
 	}
 	for _, f := range fs {
-		if f != nil {
+		if f != nil && !f.landed {
 			r.Recycle(f)
 		}
 	}

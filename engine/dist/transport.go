@@ -42,3 +42,19 @@ func Base(t Transport) Transport {
 		t = w.Unwrap()
 	}
 }
+
+// A Lander is a transport that can copy a frame's payload from the wire straight into a buffer
+// the receiver names before the frame arrives, saving the copy out of a pooled payload. Land
+// posts dst for the frame (comm, from, seq, part) whose payload is exactly len(dst) bytes; that
+// frame, if it is read after the post, comes out of Recv with Payload aliasing dst (SetLanded, and its
+// received checksum recorded, so Expect.Check still decides whether it may be used). A frame
+// read before the post arrives in a pooled payload as usual. release ends the post: once it
+// returns, the transport never writes dst again. Such a frame must not be recycled.
+type Lander interface {
+	Land(comm uint32, from int, seq uint64, part uint32, dst []byte) (release func())
+}
+
+// Landed reports whether f's payload is dst (a Lander put it there).
+func Landed(f *Frame, dst []byte) bool {
+	return f.landed && len(dst) > 0 && len(f.Payload) == len(dst) && &f.Payload[0] == &dst[0]
+}

@@ -108,12 +108,17 @@ func (r *ring) unmap() {
 type waitFor struct {
 	ctx  context.Context
 	stop <-chan struct{}
+	// abort, when not nil, also ends the wait: a landing whose receiver gave up on it.
+	abort <-chan struct{}
 }
 
 var (
 	errStopped    = errors.New("this transport is closing")
 	errPeerClosed = errors.New("the peer closed its transport")
 	errPeerDead   = errors.New("the peer process is gone")
+	// errLandingAbandoned: the receiver released a landing the reader was still filling, so the
+	// stream stopped mid-frame and cannot be read on.
+	errLandingAbandoned = errors.New("a receive into the caller's buffer was abandoned mid-frame")
 )
 
 // ctxErr is a wait ended by its context.
@@ -151,6 +156,9 @@ func (w waitFor) wait(ready func() bool, seq, waiting, peerClosed, peerPid *uint
 		case <-w.stop:
 			atomic.StoreUint32(waiting, 0)
 			return errStopped
+		case <-w.abort:
+			atomic.StoreUint32(waiting, 0)
+			return errLandingAbandoned
 		default:
 		}
 		d := sleepSlice

@@ -87,6 +87,7 @@ type Transport struct {
 	sess      *rdzv.Session // owned when FromEnv made the transport
 
 	sent, recvd atomic.Int64
+	landed      atomic.Int64 // frames read straight into a posted buffer
 }
 
 var _ dist.Transport = (*Transport)(nil)
@@ -102,6 +103,9 @@ type peer struct {
 
 	mu     sync.Mutex
 	queues map[uint32]*framequeue.Queue
+
+	lmu   sync.Mutex
+	lands map[landKey]*landing // posted receive buffers (land.go)
 
 	dead    chan struct{}
 	deadErr error
@@ -145,9 +149,13 @@ func (t *Transport) World() int   { return t.world }
 func (t *Transport) RingBytes() int { return t.ringBytes }
 
 // Stats are payload and header bytes moved since Connect.
-type Stats struct{ BytesSent, BytesReceived int64 }
+type Stats struct {
+	BytesSent, BytesReceived int64
+	// Landed counts frames read from a ring straight into a receiver's buffer (dist.Lander).
+	Landed int64
+}
 
-func (t *Transport) Stats() Stats { return Stats{t.sent.Load(), t.recvd.Load()} }
+func (t *Transport) Stats() Stats { return Stats{t.sent.Load(), t.recvd.Load(), t.landed.Load()} }
 
 func (t *Transport) closedErr(doing string, other int) error {
 	return errs.New(errs.TimeoutComm, "shm rank %d: %s rank %d on a closed transport", t.rank, doing, other)
@@ -306,8 +314,18 @@ func (t *Transport) read(p *peer) {
 			return
 		}
 		n, _ := h.PayloadLen()
-		f := &dist.Frame{Header: h, Payload: dist.PayloadBuffer(n)}
-		crc, err := p.in.read(w, f.Payload, true)
+		var f *dist.Frame
+		var crc uint32
+		if l := p.claim(h, n); l != nil {
+			f = &dist.Frame{Header: h, Payload: l.dst}
+			f.SetLanded()
+			crc, err = p.in.read(waitFor{stop: t.closing, abort: l.abort}, l.dst, true)
+			close(l.done)
+			t.landed.Add(1)
+		} else {
+			f = &dist.Frame{Header: h, Payload: dist.PayloadBuffer(n)}
+			crc, err = p.in.read(w, f.Payload, true)
+		}
 		if err != nil {
 			p.fail(t.goneErr(p, "receive from", err))
 			return

@@ -447,3 +447,71 @@ func benchAllReduce(b *testing.B, n, size int) {
 		wg.Wait()
 	}
 }
+
+// An all-gather frame lands straight in the caller's buffer (dist.Lander); a bit flipped in
+// the ring under it must still be E_DESYNC naming crc, and the landing path must be the one
+// taken (Stats.Landed), or this test would only repeat the one above. Rank 0's own result is
+// checked against the element-wise max, computed here.
+func TestFlippedBitInLandedFrameIsDesyncCRC(t *testing.T) {
+	noLeak(t)
+	for _, flip := range []bool{false, true} {
+		ts := connectAll(t, 2, nil)
+		target := ts[0].peers[1].out
+		var flipped atomic.Bool
+		const n = 4 << 10
+		// rank 0 -> 1 sends its contribution to rank 1's half (n/2 bytes), then its reduced
+		// half: the byte 100 into the second frame's payload.
+		const at = dist.HeaderSize + n/2 + dist.HeaderSize + 100
+		corruptHook = func(r *ring, pos, k uint64) {
+			if !flip || r.data == nil || &r.data[0] != &target.data[0] || pos > at || pos+k <= at || flipped.Swap(true) {
+				return
+			}
+			*r.at(at) ^= 0x10
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errsOut := make([]error, 2)
+		bufs := make([][]byte, 2)
+		var wg sync.WaitGroup
+		for r := range 2 {
+			bufs[r] = make([]byte, n)
+			for i := range bufs[r] {
+				bufs[r][i] = byte(i*7 + r*13)
+			}
+		}
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte(max(int8(bufs[0][i]), int8(bufs[1][i])))
+		}
+		for r := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := dist.NewComm(ts[r], dist.Options{Timeout: 5 * time.Second})
+				errsOut[r] = c.AllReduce(ctx, numerics.I8, bufs[r], bufs[r], dist.Max)
+			}()
+		}
+		wg.Wait()
+		cancel()
+		corruptHook = nil
+		if got := ts[1].Stats().Landed; got != 1 {
+			t.Fatalf("flip=%v: rank 1 landed %d frames, want 1", flip, got)
+		}
+		if !flip {
+			for r := range 2 {
+				if errsOut[r] != nil {
+					t.Fatalf("rank %d: %v", r, errsOut[r])
+				}
+				if !bytes.Equal(bufs[r], want) {
+					t.Fatalf("rank %d: result differs from the element-wise max", r)
+				}
+			}
+			continue
+		}
+		if !flipped.Load() {
+			t.Fatal("the hook never saw the frame")
+		}
+		if err := errsOut[1]; errs.CodeOf(err) != errs.Desync || dist.DesyncField(err) != "crc" {
+			t.Fatalf("rank 1: got %v, want E_DESYNC naming crc", err)
+		}
+	}
+}
