@@ -515,3 +515,42 @@ func TestFlippedBitInLandedFrameIsDesyncCRC(t *testing.T) {
 		}
 	}
 }
+
+// Below a layer (here a hook) the communicator does not land frames: the layer's type is not a
+// Lander, so the plain receive and its copy run, and the result is still the element-wise sum.
+func TestLayerAboveShmDoesNotLand(t *testing.T) {
+	noLeak(t)
+	ts := connectAll(t, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const n = 3000
+	bufs, errsOut := make([][]byte, 2), make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		bufs[r] = make([]byte, n)
+		for i := range bufs[r] {
+			bufs[r][i] = byte(i%50 + r)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			same := func(_ context.Context, _ int, f *dist.Frame) []*dist.Frame { return []*dist.Frame{f} }
+			c := dist.NewComm(dist.Intercept(ts[r], same), dist.Options{Timeout: 5 * time.Second})
+			errsOut[r] = c.AllReduce(ctx, numerics.I8, bufs[r], bufs[r], dist.Sum)
+		}()
+	}
+	wg.Wait()
+	for r := range 2 {
+		if errsOut[r] != nil {
+			t.Fatalf("rank %d: %v", r, errsOut[r])
+		}
+		if got := ts[r].Stats().Landed; got != 0 {
+			t.Fatalf("rank %d landed %d frames under a hook, want 0", r, got)
+		}
+		for i, b := range bufs[r] {
+			if want := byte(2*(i%50) + 1); b != want {
+				t.Fatalf("rank %d: element %d = %d, want %d", r, i, b, want)
+			}
+		}
+	}
+}
