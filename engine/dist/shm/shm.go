@@ -178,6 +178,8 @@ func (t *Transport) goneErr(p *peer, doing string, err error) error {
 		return errs.Wrap(errs.TimeoutComm, ce.err, "shm rank %d: %s rank %d", t.rank, doing, p.rank)
 	case errors.Is(err, errStopped):
 		return t.closedErr(doing, p.rank)
+	case errors.Is(err, errLandingAbandoned):
+		return errs.New(errs.TimeoutComm, "shm rank %d: %s rank %d: %v, so its stream ends here", t.rank, doing, p.rank, err)
 	}
 	return errs.New(errs.TimeoutComm, "shm rank %d: rank %d is gone: %v", t.rank, p.rank, err)
 }
