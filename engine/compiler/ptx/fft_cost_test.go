@@ -55,7 +55,7 @@ func TestFFTRowCost(t *testing.T) {
 		n := emuCount
 		emuCount = nil
 		rows := int64(c.shape[0])
-		big := fftBenchModule(t, c.op, c.full)
+		big := opModule(t, c.op, numerics.F32, nil, c.full...)
 		line := fmt.Sprintf("%s f32 %v (CTA of %v: %d threads, %d B shared; bench shape: %d threads, %d B shared, grid %d) per row:",
 			c.op, c.shape[1:], mod.Grid[0], mod.Threads, mod.SharedBytes, big.Threads, big.SharedBytes, big.Grid[0])
 		for _, k := range []string{"ld.global", "st.global", "ld.shared", "st.shared"} {
@@ -70,22 +70,4 @@ func TestFFTRowCost(t *testing.T) {
 			}
 		}
 	}
-}
-
-func fftBenchModule(t *testing.T, op string, shape []int) *Module {
-	b := graph.NewBuilder("fft")
-	b.Output(b.Op(op, nil, b.Input("x", numerics.F32, shape...)))
-	g, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := compiler.Compile(g, compiler.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Generate(p.Kernels[0], H100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

@@ -65,25 +65,6 @@ func fewestExtras(n int, tiles []int, dstTile bool) int {
 	}
 }
 
-func fftModule(t *testing.T, op string, dt numerics.DType, attrs graph.Attrs, shape ...int) *Module {
-	t.Helper()
-	b := graph.NewBuilder("fft")
-	b.Output(b.Op(op, attrs, b.Input("x", dt, shape...)))
-	g, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := compiler.Compile(g, compiler.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Generate(p.Kernels[0], H100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func hasScratch(m *Module) bool {
 	for _, x := range m.Extra {
 		if x.Name == "fft scratch" {
@@ -98,23 +79,23 @@ func hasScratch(m *Module) bool {
 func TestFFTWorkPlacement(t *testing.T) {
 	// 1024 = 4^5, 4 rows a CTA: Load and Store taken over, two 32 KiB buffers in shared
 	// memory, nothing in global scratch, no shared-memory tile traffic but the passes'.
-	m := fftModule(t, "fft", numerics.F32, nil, 16384, 1024, 2)
+	m := opModule(t, "fft", numerics.F32, nil, 16384, 1024, 2)
 	if hasScratch(m) || m.SharedBytes != 16+2*4*1024*8 || strings.Contains(m.PTX, "ld.shared.f32") || strings.Contains(m.PTX, "st.shared.f32") {
 		t.Errorf("fft f32 16384x1024: shared %d, scratch %v, scalar shared accesses %v", m.SharedBytes, hasScratch(m), strings.Contains(m.PTX, ".shared.f32"))
 	}
 	// 169 = 13 13: both ends radix 13, so the tiles stay; the chain needs one extra buffer.
-	m = fftModule(t, "fft", numerics.F32, nil, 2, 169, 2)
+	m = opModule(t, "fft", numerics.F32, nil, 2, 169, 2)
 	if hasScratch(m) || !strings.Contains(m.PTX, "ld.shared.f32") {
 		t.Errorf("fft f32 2x169: scratch %v, tile reads %v", hasScratch(m), strings.Contains(m.PTX, "ld.shared.f32"))
 	}
 	// Bluestein 257 through 1024, 16 rows: two 128 KiB buffers do not fit, global scratch.
-	m = fftModule(t, "fft", numerics.F32, nil, 64, 257, 2)
+	m = opModule(t, "fft", numerics.F32, nil, 64, 257, 2)
 	if !hasScratch(m) || strings.Contains(m.PTX, ".shared.v2") {
 		t.Errorf("fft f32 64x257: scratch %v, shared work %v", hasScratch(m), strings.Contains(m.PTX, ".shared.v2"))
 	}
 	// A row of 2^14 f64 points: the tiles it would have needed (512 KiB) are never made, so
 	// it lowers, its work in global scratch.
-	m = fftModule(t, "irfft", numerics.F64, graph.Attrs{"n": graph.Int(16384)}, 1, 8193, 2)
+	m = opModule(t, "irfft", numerics.F64, graph.Attrs{"n": graph.Int(16384)}, 1, 8193, 2)
 	if !hasScratch(m) || m.SharedBytes > maxShared {
 		t.Errorf("irfft f64 n=16384: scratch %v, shared %d", hasScratch(m), m.SharedBytes)
 	}
@@ -157,14 +138,14 @@ func TestFFTPlantedErrorsFail(t *testing.T) {
 // (1024 when one CTA fills an SM's shared memory), TESSERA_PTX_FFT sets it (and the 1024-thread CTA gives the cpu's bits too), a wide radix
 // keeps 256, and an unknown option is refused with a coded error.
 func TestFFTThreads(t *testing.T) {
-	if m := fftModule(t, "fft", numerics.F32, nil, 16384, 1024, 2); m.Threads != 512 {
+	if m := opModule(t, "fft", numerics.F32, nil, 16384, 1024, 2); m.Threads != 512 {
 		t.Errorf("fft f32 16384x1024: %d threads, want 512", m.Threads)
 	}
 	// r2c 1024 holds 8 rows a CTA: its two 64 KiB buffers leave room for one CTA an SM.
-	if m := fftModule(t, "rfft", numerics.F32, nil, 16384, 1024); m.Threads != 1024 || m.SharedBytes <= fftOneCTAShared {
+	if m := opModule(t, "rfft", numerics.F32, nil, 16384, 1024); m.Threads != 1024 || m.SharedBytes <= fftOneCTAShared {
 		t.Errorf("rfft f32 16384x1024: %d threads, %d B shared; want 1024 threads, one CTA an SM", m.Threads, m.SharedBytes)
 	}
-	if m := fftModule(t, "fft", numerics.F32, nil, 64, 7*64, 2); m.Threads != simtThreads {
+	if m := opModule(t, "fft", numerics.F32, nil, 64, 7*64, 2); m.Threads != simtThreads {
 		t.Errorf("fft f32 64x448 (a radix-7 pass): %d threads, want %d", m.Threads, simtThreads)
 	}
 	t.Setenv(fftEnv, "threads=1024,global")

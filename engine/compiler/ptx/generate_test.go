@@ -230,8 +230,14 @@ func TestMathRoutinesAreFunctionsWrittenOnce(t *testing.T) {
 // unaryModule is the H100 module of the one kernel of op applied to an input of dt and shape.
 func unaryModule(t *testing.T, op string, dt numerics.DType, shape ...int) *Module {
 	t.Helper()
+	return opModule(t, op, dt, nil, shape...)
+}
+
+// opModule is the H100 module of the first kernel of op, with attrs, on an input of dt and shape.
+func opModule(t *testing.T, op string, dt numerics.DType, attrs graph.Attrs, shape ...int) *Module {
+	t.Helper()
 	g := graph.NewBuilder(op)
-	g.Output(g.Op(op, nil, g.Input("x", dt, shape...)))
+	g.Output(g.Op(op, attrs, g.Input("x", dt, shape...)))
 	gr, err := g.Build()
 	if err != nil {
 		t.Fatal(err)
