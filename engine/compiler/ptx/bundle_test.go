@@ -158,19 +158,10 @@ func writeBundleKernels(t *testing.T, dir, base string, p *compiler.Program, tar
 }
 
 func holdsFFT(k *tile.Kernel) bool {
-	var find func([]tile.Instr) bool
-	find = func(body []tile.Instr) bool {
-		for _, in := range body {
-			switch x := in.(type) {
-			case tile.FFT:
-				return true
-			case tile.For:
-				if find(x.Body) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return find(k.Body)
+	found := false
+	walk(k.Body, func(in tile.Instr) {
+		_, ok := in.(tile.FFT)
+		found = found || ok
+	})
+	return found
 }
