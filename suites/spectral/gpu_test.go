@@ -2,7 +2,6 @@ package spectral_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -13,7 +12,7 @@ import (
 	"github.com/tessera-qa/tessera-qa/engine/errs"
 	"github.com/tessera-qa/tessera-qa/engine/graph"
 	"github.com/tessera-qa/tessera-qa/engine/numerics"
-	"github.com/tessera-qa/tessera-qa/engine/tensor"
+	"github.com/tessera-qa/tessera-qa/harness"
 	"github.com/tessera-qa/tessera-qa/spectral"
 )
 
@@ -42,26 +41,20 @@ func fftGraph(op string, dt numerics.DType, attrs graph.Attrs, shape ...int) *gr
 	return g
 }
 
-// uniform fills a tensor with values uniform in [-0.5, 0.5) rounded to dt: nothing here is
-// Hermitian, so an irfft of it reads bins a real signal's spectrum would not have.
-func uniform(dt numerics.DType, shape []int, seed uint64) *tensor.Tensor {
-	t := tensor.New(dt, shape)
-	r := rand.New(rand.NewPCG(seed, uint64(t.Len())))
-	for i := range t.Len() {
-		t.SetFloat64(i, numerics.Round(dt, r.Float64()-0.5))
-	}
-	return t
-}
+// half is the FFT accuracy convention's input distribution: uniform in [-0.5, 0.5). Nothing
+// drawn from it is Hermitian, so an irfft of it reads bins a real signal's spectrum would not have.
+var half = map[string]harness.Dist{"x": {Kind: harness.DistUniform, Lo: -0.5, Hi: 0.5}}
 
 // sameBitsOnCuda runs g on the cpu and the cuda backend and fails on the first element whose
 // bits differ, naming it and its distance in ulps. A refusal by the code generator is
 // returned (the caller decides whether the size may be refused); any other error fails.
-func sameBitsOnCuda(cuda backend.Backend, g *graph.Graph, x *tensor.Tensor) error {
+func sameBitsOnCuda(cuda backend.Backend, g *graph.Graph, seed uint64) error {
 	p, err := compiler.Compile(g, compiler.Options{})
 	Expect(err).NotTo(HaveOccurred())
 	cpu, err := backend.Get("cpu")
 	Expect(err).NotTo(HaveOccurred())
-	in := map[string]*tensor.Tensor{"x": x}
+	in, err := harness.RandomInputs(g, seed, half)
+	Expect(err).NotTo(HaveOccurred())
 	want, err := cpu.Run(p, in)
 	Expect(err).NotTo(HaveOccurred())
 	got, err := cuda.Run(p, in)
@@ -89,7 +82,7 @@ var _ = Describe("The FFT on cuda", Label("gpu"), func() {
 	DescribeTable("gives the cpu backend's bits",
 		func(op string, dt numerics.DType, attrs graph.Attrs, shape ...int) {
 			cuda := cudaOrSkip()
-			Expect(sameBitsOnCuda(cuda, fftGraph(op, dt, attrs, shape...), uniform(dt, shape, 3))).To(Succeed())
+			Expect(sameBitsOnCuda(cuda, fftGraph(op, dt, attrs, shape...), 3)).To(Succeed())
 		},
 		Entry("fft f32 radix 2..5", "fft", numerics.F32, nil, 6, 60, 2),
 		Entry("fft f32 radix 7, 11, 13", "fft", numerics.F32, nil, 3, 1001, 2),
@@ -113,7 +106,7 @@ var _ = Describe("The FFT on cuda", Label("gpu"), func() {
 		largest := 0
 		for _, n := range spectral.CILengths {
 			for _, op := range []string{"fft", "ifft"} {
-				err := sameBitsOnCuda(cuda, fftGraph(op, numerics.F32, nil, n, 2), uniform(numerics.F32, []int{n, 2}, uint64(n)))
+				err := sameBitsOnCuda(cuda, fftGraph(op, numerics.F32, nil, n, 2), uint64(n))
 				if err != nil {
 					Expect(err.Error()).To(ContainSubstring("shared memory"), "%s N=%d", op, n)
 					continue
@@ -132,7 +125,7 @@ var _ = Describe("The FFT on cuda", Label("gpu"), func() {
 		func(dt numerics.DType, n int) {
 			cuda := cudaOrSkip()
 			shape := []int{3, n/2 + 1, 2}
-			Expect(sameBitsOnCuda(cuda, fftGraph("irfft", dt, graph.Attrs{"n": graph.Int(int64(n))}, shape...), uniform(dt, shape, 13))).To(Succeed())
+			Expect(sameBitsOnCuda(cuda, fftGraph("irfft", dt, graph.Attrs{"n": graph.Int(int64(n))}, shape...), 13)).To(Succeed())
 		},
 		Entry("f32 2^13", numerics.F32, 1<<13),
 		Entry("f32 2^14", numerics.F32, 1<<14),
