@@ -61,6 +61,11 @@ func (p *peer) release(k landKey, l *landing) {
 	}
 	p.lmu.Unlock()
 	select {
+	case <-l.done: // the healthy case, once per landed frame: no timer for it
+		return
+	default:
+	}
+	select {
 	case <-l.done:
 		return
 	case <-time.After(abandonAfter):
