@@ -110,10 +110,28 @@ type Frame struct {
 	// landed: Payload is a buffer the receiver posted (Lander), not a pooled one, so it is never
 	// recycled.
 	landed bool
+	// lent, when set, gives Payload back to the transport it aliases (Lender); recycling the
+	// frame calls it.
+	lent func()
 }
 
 // SetLanded marks f's payload as the receiver's own buffer (a Lander wrote it there).
 func (f *Frame) SetLanded() { f.landed = true }
+
+// SetLent marks f's payload as the transport's own memory, read in place (a Lender put it
+// there): give is what hands it back, once; recycling f calls it.
+func (f *Frame) SetLent(give func()) { f.lent = give }
+
+// EndLoan hands a lent payload back to its transport and drops it from f; it reports whether
+// f was lent (a Recycler must then not pool the payload: it is the transport's memory).
+func (f *Frame) EndLoan() bool {
+	if f.lent == nil {
+		return false
+	}
+	f.lent()
+	f.lent, f.Payload = nil, nil
+	return true
+}
 
 // SetReceivedSum records crc as the CRC32C of f.Payload, computed by the receiving transport
 // over the very bytes it wrote into f.Payload (not over its source: a bit that flips between

@@ -67,6 +67,10 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 		ready[k] = make(chan struct{})
 	}
 	complete := make(chan int, nseg) // segment k has every peer's contributions
+	// With one peer a transport that checksums while it copies (SummingSender) sums the
+	// reduced segment on its way out, instead of a pass of its own here.
+	_, summing := cl.c.t.(SummingSender)
+	sumOnSend := summing && n == 2
 
 	// The all-gather phase's frames land straight in full where the transport can do that
 	// (dist.Lander): posted before anything is sent, so every one is read after its post.
@@ -80,6 +84,23 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 			for k := range segments(phi-plo, per) {
 				a, b := seg(phi-plo, k)
 				release := ld.Land(cl.c.opts.ID, cl.c.ranks[p], cl.seq, uint32(nseg+k), full[(plo+a)*size:(plo+b)*size])
+				defer release()
+			}
+		}
+	}
+
+	// The first phase's frames are read in place where the transport can (dist.Lender): the
+	// reducer adds straight from the transport's memory and recycles each segment's frames
+	// once it is reduced, never waiting on their senders in between. The size posted is that
+	// of this rank's own contributions; a peer that sends another count arrives copied.
+	if ld, ok := cl.c.t.(Lender); ok {
+		for p := 0; p < n; p++ {
+			if p == me {
+				continue
+			}
+			for k := range nseg {
+				a, b := seg(hi-lo, k)
+				release := ld.Lend(cl.c.opts.ID, cl.c.ranks[p], cl.seq, uint32(k), len(parts)*(b-a)*size)
 				defer release()
 			}
 		}
@@ -112,7 +133,11 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 				// Parts count on across the phases, so a frame of the first phase arriving in
 				// the second is a part this call already had, not another op.
 				part := uint32(segments(phi-plo, per) + k)
-				if err := cl.sendSeq(p, opB, 0, cl.seq, part, mine[a*size:b*size], sums[k]); err != nil {
+				send := func() error { return cl.sendSeq(p, opB, 0, cl.seq, part, mine[a*size:b*size], sums[k]) }
+				if sumOnSend {
+					send = func() error { return cl.sendOne(p, opB, 0, cl.seq, part, mine[a*size:b*size]) }
+				}
+				if err := send(); err != nil {
 					return err
 				}
 			}
@@ -190,7 +215,7 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 			if err := reduce(cl.c.opts.Mode, cl.dt, cl.red, ordered, mine[a*size:b*size]); err != nil {
 				return errs.Wrap(errs.Internal, err, "%s", cl.where())
 			}
-			if full != nil {
+			if full != nil && !sumOnSend {
 				sums[next] = Checksum(mine[a*size : b*size]) // while the segment is still in cache
 			}
 			close(ready[next])

@@ -46,14 +46,15 @@ type Recycler interface {
 	Recycle(f *Frame)
 }
 
-// recycle returns frames to the transport when it reuses buffers.
+// recycle returns frames to the transport: a lent payload to the memory it aliases, a pooled
+// one when the transport reuses buffers.
 func (c *Comm) recycle(fs ...*Frame) {
 	r, ok := c.t.(Recycler)
-	if !ok {
-		return
-	}
 	for _, f := range fs {
-		if f != nil && !f.landed {
+		switch {
+		case f == nil || f.landed:
+		case f.EndLoan():
+		case ok:
 			r.Recycle(f)
 		}
 	}

@@ -54,6 +54,19 @@ type Lander interface {
 	Land(comm uint32, from int, seq uint64, part uint32, dst []byte) (release func())
 }
 
+// A Lender is a transport that can hand a frame out with its payload still in the transport's
+// own memory (the shm rings), read and checksummed in place, saving the copy out of the wire
+// that a reduction would read once and drop. Lend posts the frame (comm, from, seq, part) with
+// a payload of n bytes; that frame, if it is read after the post and the transport can keep it
+// whole, comes out of Recv lent (SetLent, its received checksum recorded): its payload stays
+// valid until the frame is recycled, and the transport holds the memory, and whatever the
+// sender wrote after it, until then, so the receiver must recycle it soon and must never wait
+// on that sender in between. release ends the post and hands back a lent frame not yet
+// recycled; after it the payload must not be read.
+type Lender interface {
+	Lend(comm uint32, from int, seq uint64, part uint32, n int) (release func())
+}
+
 // Landed reports whether f's payload is dst (a Lander put it there).
 func Landed(f *Frame, dst []byte) bool {
 	return f.landed && len(dst) > 0 && len(f.Payload) == len(dst) && &f.Payload[0] == &dst[0]

@@ -10,11 +10,18 @@ import (
 // A landing is a receiver's buffer posted for one frame (dist.Lander): the reader copies that
 // frame's payload from the ring straight into it, checksumming what it wrote, instead of into a
 // pooled payload that the communicator would copy again.
+//
+// A loan (dist.Lender) is a landing without dst: the reader leaves the frame's n payload bytes
+// in the ring, checksums them there and hands out the frame with give, which frees them.
 type landing struct {
 	dst     []byte
 	claimed bool          // the reader is copying into dst (or has)
 	done    chan struct{} // closed when the reader is done with dst
 	abort   chan struct{} // closed by a release that gives up on a claimed landing
+
+	lend bool
+	n    int
+	give func() // set, under lmu, before done closes, where the frame went out lent
 }
 
 type landKey struct {
@@ -35,9 +42,23 @@ func (t *Transport) Land(comm uint32, from int, seq uint64, part uint32, dst []b
 	if from < 0 || from >= t.world || from == t.rank || len(dst) == 0 {
 		return func() {}
 	}
+	return t.post(from, landKey{comm, seq, part}, &landing{dst: dst, n: len(dst)})
+}
+
+var _ dist.Lender = (*Transport)(nil)
+
+// Lend posts the frame (comm, seq, part) of n payload bytes from rank `from` to be read in place
+// (dist.Lender).
+func (t *Transport) Lend(comm uint32, from int, seq uint64, part uint32, n int) func() {
+	if from < 0 || from >= t.world || from == t.rank || n <= 0 {
+		return func() {}
+	}
+	return t.post(from, landKey{comm, seq, part}, &landing{lend: true, n: n})
+}
+
+func (t *Transport) post(from int, k landKey, l *landing) func() {
 	p := t.peers[from]
-	k := landKey{comm, seq, part}
-	l := &landing{dst: dst, done: make(chan struct{}), abort: make(chan struct{})}
+	l.done, l.abort = make(chan struct{}), make(chan struct{})
 	p.lmu.Lock()
 	if p.lands == nil {
 		p.lands = map[landKey]*landing{}
@@ -60,6 +81,16 @@ func (p *peer) release(k landKey, l *landing) {
 		return
 	}
 	p.lmu.Unlock()
+	defer func() {
+		// A lent frame the receiver did not recycle (its call failed) is freed here: after
+		// release nothing reads it.
+		p.lmu.Lock()
+		give := l.give
+		p.lmu.Unlock()
+		if give != nil {
+			give()
+		}
+	}()
 	select {
 	case <-l.done: // the healthy case, once per landed frame: no timer for it
 		return
@@ -85,7 +116,7 @@ func (p *peer) claim(h dist.Header, n int) *landing {
 	defer p.lmu.Unlock()
 	k := landKey{h.Comm, h.Seq, h.Part}
 	l := p.lands[k]
-	if l == nil || len(l.dst) != n {
+	if l == nil || l.n != n {
 		return nil // a frame of another size is delivered pooled; its header check says why
 	}
 	delete(p.lands, k)

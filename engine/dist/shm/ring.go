@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -72,6 +73,19 @@ type ring struct {
 	head, tail                               *uint64
 	dataSeq, dataWait, spaceSeq, spaceWait   *uint32
 	prodClosed, consClosed, prodPid, consPid *uint32
+
+	// The consumer's side, in this process: rd is how far the reader has read; the shared
+	// tail stays at the start of the oldest payload still lent out (lent, in stream order), so
+	// the producer never overwrites bytes a receiver reads in place.
+	cmu  sync.Mutex
+	rd   uint64
+	lent []*span
+}
+
+// A span is a payload read in place and lent out, [start, end) in stream positions.
+type span struct {
+	start, end uint64
+	back       bool // handed back
 }
 
 func u64At(b []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) }
@@ -89,6 +103,7 @@ func mapFile(f *os.File, size int) (*ring, error) {
 	r.spaceSeq, r.spaceWait = u32At(mem, offSpaceSeq), u32At(mem, offSpaceWait)
 	r.prodClosed, r.consClosed = u32At(mem, offProdClosed), u32At(mem, offConsClosed)
 	r.prodPid, r.consPid = u32At(mem, offProdPid), u32At(mem, offConsPid)
+	r.rd = atomic.LoadUint64(r.tail)
 	return r, nil
 }
 
@@ -98,10 +113,73 @@ func (r *ring) capacity() uint64 { return r.mask + 1 }
 func (r *ring) chunk() uint64 { return max(r.capacity()/4, 1) }
 
 func (r *ring) unmap() {
+	r.cmu.Lock()
+	defer r.cmu.Unlock()
 	if r.mem != nil {
 		syscall.Munmap(r.mem)
 		r.mem, r.data = nil, nil
 	}
+}
+
+// lentOut is whether a payload of this ring is lent out still.
+func (r *ring) lentOut() bool {
+	r.cmu.Lock()
+	defer r.cmu.Unlock()
+	return len(r.lent) > 0
+}
+
+// consumed moves the reader past stream position to, and tail with it unless a payload before
+// it is lent out.
+func (r *ring) consumed(to uint64) {
+	r.cmu.Lock()
+	r.rd = to
+	if len(r.lent) == 0 {
+		atomic.StoreUint64(r.tail, to)
+	}
+	r.cmu.Unlock()
+	notify(r.spaceSeq, r.spaceWait)
+}
+
+// inPlace waits until the next n bytes are all in the ring and returns them where they lie,
+// with give, which hands them back; ok is false (and nothing waited for) where they would not
+// lie in one piece: across the ring's end, or more than the producer puts in at once.
+func (r *ring) inPlace(w waitFor, n uint64) (b []byte, give func(), ok bool, err error) {
+	rd := r.rd
+	off := rd & r.mask
+	if n == 0 || n > r.chunk() || off+n > r.capacity() {
+		return nil, nil, false, nil
+	}
+	there := func() bool { return atomic.LoadUint64(r.head)-rd >= n }
+	for !there() {
+		if err := w.wait(there, r.dataSeq, r.dataWait, r.prodClosed, r.prodPid, r.noPid); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	s := &span{start: rd, end: rd + n}
+	r.cmu.Lock()
+	r.lent = append(r.lent, s)
+	r.rd = s.end
+	r.cmu.Unlock()
+	var once sync.Once
+	return r.data[off : off+n : off+n], func() { once.Do(func() { r.giveBack(s) }) }, true, nil
+}
+
+// giveBack ends s's loan; tail moves up to the oldest payload still lent, or to the reader.
+func (r *ring) giveBack(s *span) {
+	r.cmu.Lock()
+	s.back = true
+	for len(r.lent) > 0 && r.lent[0].back {
+		r.lent = r.lent[1:]
+	}
+	t := r.rd
+	if len(r.lent) > 0 {
+		t = r.lent[0].start
+	}
+	if r.mem != nil { // a loan ended after Close gave up waiting for it touches nothing
+		atomic.StoreUint64(r.tail, t)
+		notify(r.spaceSeq, r.spaceWait)
+	}
+	r.cmu.Unlock()
 }
 
 // waitFor says why a wait ended without its condition.
@@ -282,7 +360,7 @@ func (r *ring) put(pos uint64, b []byte, sum bool) uint32 {
 // of dst, computed over dst piece by piece right after each piece is copied there
 // (dist.CopySumDst), so the bytes checked are the bytes the caller will use.
 func (r *ring) read(w waitFor, dst []byte, sum bool) (uint32, error) {
-	tail := atomic.LoadUint64(r.tail)
+	tail := r.rd
 	some := func() bool { return atomic.LoadUint64(r.head) != tail }
 	var crc uint32
 	for len(dst) > 0 {
@@ -304,8 +382,7 @@ func (r *ring) read(w waitFor, dst []byte, sum bool) (uint32, error) {
 			copy(dst[first:k], r.data)
 		}
 		tail += k
-		atomic.StoreUint64(r.tail, tail)
-		notify(r.spaceSeq, r.spaceWait)
+		r.consumed(tail)
 		dst = dst[k:]
 	}
 	return crc, nil

@@ -88,6 +88,7 @@ type Transport struct {
 
 	sent, recvd atomic.Int64
 	landed      atomic.Int64 // frames read straight into a posted buffer
+	lentN       atomic.Int64 // frames handed out in place (dist.Lender)
 }
 
 var _ dist.Transport = (*Transport)(nil)
@@ -153,9 +154,13 @@ type Stats struct {
 	BytesSent, BytesReceived int64
 	// Landed counts frames read from a ring straight into a receiver's buffer (dist.Lander).
 	Landed int64
+	// Lent counts frames handed out with their payloads still in the ring (dist.Lender).
+	Lent int64
 }
 
-func (t *Transport) Stats() Stats { return Stats{t.sent.Load(), t.recvd.Load(), t.landed.Load()} }
+func (t *Transport) Stats() Stats {
+	return Stats{t.sent.Load(), t.recvd.Load(), t.landed.Load(), t.lentN.Load()}
+}
 
 func (t *Transport) closedErr(doing string, other int) error {
 	return errs.New(errs.TimeoutComm, "shm rank %d: %s rank %d on a closed transport", t.rank, doing, other)
@@ -318,7 +323,25 @@ func (t *Transport) read(p *peer) {
 		n, _ := h.PayloadLen()
 		var f *dist.Frame
 		var crc uint32
-		if l := p.claim(h, n); l != nil {
+		l := p.claim(h, n)
+		if l != nil && l.lend {
+			f, err = p.lent(l, h, n)
+			if err != nil {
+				p.fail(t.goneErr(p, "receive from", err))
+				return
+			}
+			if f != nil {
+				t.lentN.Add(1)
+				t.recvd.Add(int64(dist.HeaderSize + n))
+				if !p.queue(h.Comm).Push(f, t.closing, p.dead) {
+					p.fail(t.closedErr("receive from", p.rank))
+					return
+				}
+				continue
+			}
+			l = nil // it would not lie in one piece: copied out as any frame
+		}
+		if l != nil {
 			f = &dist.Frame{Header: h, Payload: l.dst}
 			f.SetLanded()
 			crc, err = p.in.read(waitFor{stop: t.closing, abort: l.abort}, l.dst, true)
@@ -339,6 +362,24 @@ func (t *Transport) read(p *peer) {
 			return
 		}
 	}
+}
+
+// lent reads the payload of the frame with header h, claimed by loan l, in place: its
+// checksum is computed over the ring's bytes, and the frame goes out with them. A nil frame
+// (and no error) is a payload that does not lie in one piece; the stream is then untouched.
+func (p *peer) lent(l *landing, h dist.Header, n int) (*dist.Frame, error) {
+	defer close(l.done)
+	b, give, ok, err := p.in.inPlace(waitFor{stop: p.t.closing, abort: l.abort}, uint64(n))
+	if err != nil || !ok {
+		return nil, err
+	}
+	f := &dist.Frame{Header: h, Payload: b}
+	f.SetReceivedSum(dist.Checksum(b))
+	f.SetLent(give)
+	p.lmu.Lock()
+	l.give = give
+	p.lmu.Unlock()
+	return f, nil
 }
 
 // Close ends the transport: pending and later calls fail, every peer sees this rank's closed
@@ -382,9 +423,17 @@ func (t *Transport) Close() error {
 			stuck = append(stuck, p.rank) // left mapped: unmapping under a copy would crash
 		}
 	}
+	// A payload lent out is in a call that sees t.closing and hands it back as it ends; a ring
+	// still lending after the bound stays mapped (unmapping under a reader would crash).
+	lendBound := time.Now().Add(closeSendTimeout)
 	for _, p := range t.peers {
 		if p.in != nil {
-			p.in.unmap()
+			for p.in.lentOut() && time.Now().Before(lendBound) {
+				time.Sleep(time.Millisecond)
+			}
+			if !p.in.lentOut() {
+				p.in.unmap()
+			}
 		}
 		p.fail(t.closedErr("talk to", p.rank))
 	}
@@ -413,6 +462,9 @@ func (t *Transport) String() string {
 
 // Recycle takes back a received frame's payload for later frames (dist.Recycler).
 func (t *Transport) Recycle(f *dist.Frame) {
+	if f.EndLoan() {
+		return
+	}
 	dist.RecyclePayload(f.Payload)
 	f.Payload = nil
 }

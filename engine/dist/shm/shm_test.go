@@ -388,6 +388,11 @@ func TestFlippedBitInRingIsDesyncCRC(t *testing.T) {
 	if errs.CodeOf(err) != errs.Desync || dist.DesyncField(err) != "crc" {
 		t.Fatalf("rank 1: got %v, want E_DESYNC naming crc", err)
 	}
+	// The first phase's frame is read in place (dist.Lender): the checksum over the ring's
+	// bytes is what caught the flip.
+	if got := ts[1].Stats().Lent; got != 1 {
+		t.Fatalf("rank 1 lent %d frames, want 1", got)
+	}
 }
 
 func TestWorldOfOne(t *testing.T) {
@@ -493,8 +498,8 @@ func TestFlippedBitInLandedFrameIsDesyncCRC(t *testing.T) {
 		wg.Wait()
 		cancel()
 		corruptHook = nil
-		if got := ts[1].Stats().Landed; got != 1 {
-			t.Fatalf("flip=%v: rank 1 landed %d frames, want 1", flip, got)
+		if st := ts[1].Stats(); st.Landed != 1 || st.Lent != 1 {
+			t.Fatalf("flip=%v: rank 1 landed %d and lent %d frames, want 1 and 1", flip, st.Landed, st.Lent)
 		}
 		if !flip {
 			for r := range 2 {
