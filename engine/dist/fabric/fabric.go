@@ -48,12 +48,17 @@ type Fabric struct {
 // run (frames of the same call may already have advanced the clock by then): a frame that
 // depends only on the caller's buffer (a first phase: reduce-scatter contributions,
 // all_gather and all_to_all blocks, broadcast from the root, barrier) is issued when the call
-// began, a frame that carries something received (all_reduce's reduced chunks, a
-// hierarchical chain's running sum) at the latest arrival the rank has taken in the call.
+// began, a frame that carries something received (a hierarchical chain's running sum) at the
+// latest arrival the rank has taken in the call. The flat all_reduce's reduced segment k
+// waits for segment k's contributions only: the i-th reduced frame a rank sends to one peer
+// is its segment i (dist's pipeline sends them in order), issued at the latest arrival of a
+// contribution with Part i, whatever later segments the rank happened to take first.
 type callClock struct {
-	seq   uint64
-	start time.Duration
-	arr   [depLimit]time.Duration // latest arrival taken, by the step the frame belongs to
+	seq    uint64
+	start  time.Duration
+	arr    [depLimit]time.Duration // latest arrival taken, by the step the frame belongs to
+	byPart map[uint32]time.Duration
+	flat   map[int]uint32 // reduced frames sent so far, by destination
 }
 
 // The steps of the host algorithms a frame can belong to (the frame's op and Aux say which):
@@ -90,14 +95,14 @@ func depOf(fr *dist.Frame) int {
 func (f *Fabric) call(r int, comm uint32, seq uint64) *callClock {
 	cc := f.calls[r][comm]
 	if cc == nil || cc.seq != seq {
-		cc = &callClock{seq: seq, start: f.clock[r]}
+		cc = &callClock{seq: seq, start: f.clock[r], byPart: map[uint32]time.Duration{}, flat: map[int]uint32{}}
 		f.calls[r][comm] = cc
 	}
 	return cc
 }
 
-// issue is when src may start sending fr. f.mu is held.
-func (f *Fabric) issue(src int, fr *dist.Frame) time.Duration {
+// issue is when src may start sending fr to dst. f.mu is held.
+func (f *Fabric) issue(src, dst int, fr *dist.Frame) time.Duration {
 	if !f.virtual {
 		return time.Since(f.epoch)
 	}
@@ -108,8 +113,10 @@ func (f *Fabric) issue(src int, fr *dist.Frame) time.Duration {
 	t := cc.start
 	switch {
 	case depOf(fr) == depFirst:
-	case fr.Op == dist.OpAllReduce && fr.Aux == 0: // flat: after the contributions
-		t = max(t, cc.arr[depFirst])
+	case fr.Op == dist.OpAllReduce && fr.Aux == 0: // flat: after its segment's contributions
+		i := cc.flat[dst]
+		cc.flat[dst] = i + 1
+		t = max(t, cc.byPart[i])
 	case depOf(fr) == depUp: // after the node's contributions and the running sum below
 		t = max(t, cc.arr[depFirst], cc.arr[depUp])
 	case depOf(fr) == depDown:
@@ -271,6 +278,9 @@ func (e *endpoint) Recv(ctx context.Context, comm uint32, from int) (*dist.Frame
 			cc := e.f.call(me, comm, fr.Seq)
 			d := depOf(fr)
 			cc.arr[d] = max(cc.arr[d], q[0])
+			if d == depFirst {
+				cc.byPart[fr.Part] = max(cc.byPart[fr.Part], q[0])
+			}
 		}
 		e.f.clock[me] = max(e.f.clock[me], q[0])
 		e.f.arrived[k] = q[0]
@@ -294,7 +304,7 @@ func (f *Fabric) schedule(src, dst int, fr *dist.Frame) (time.Duration, *dist.Fr
 	if l.Jitter > 0 {
 		lat += time.Duration(rng.Int64N(int64(l.Jitter) + 1))
 	}
-	start := f.issue(src, fr)
+	start := f.issue(src, dst, fr)
 	if up := f.upAt(src, dst, start); up > start {
 		start = up
 		f.stats.Held++
