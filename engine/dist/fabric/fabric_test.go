@@ -141,10 +141,10 @@ func TestPredictedVsMeasured(t *testing.T) {
 				op = "all_reduce"
 			}
 			// With jitter, a pipelined all_reduce's virtual time depends on the goroutines'
-			// order: a reduced chunk is issued at the latest contribution its rank has taken,
-			// and a rank that happened to take later chunks' contributions first issues it late
-			// (measured: flat all_reduce on nodes=2x8,jitter=2us is -0.5% in 26 of 28 runs,
-			// +31% and +40% in two). The median of five judges the model, not that order.
+			// order: a port takes frames first come, first booked, so a later-issued frame
+			// booked early can push earlier ones back (measured with one seed: flat all_reduce
+			// on nodes=2x8,jitter=2us within 0.8% in 18 of 20 runs, +4.6%, +4.8% and +41% in the
+			// others). The median of five judges the model, not that order.
 			reps := 1
 			if strings.Contains(c.spec, "jitter") {
 				reps = 5
