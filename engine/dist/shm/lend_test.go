@@ -165,3 +165,29 @@ func TestCloseWithALoanOut(t *testing.T) {
 	ts[1].Recycle(fs[0])
 	releases[0]()
 }
+
+// A payload that does not start at an 8-byte boundary of the ring (a frame of odd length went
+// before it) is copied out, so the reduction never views misaligned memory as floats.
+func TestMisalignedPayloadIsCopiedNotLent(t *testing.T) {
+	noLeak(t)
+	ts := connectAll(t, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ts[0].Send(ctx, 1, frame(0, 1, 9, 0, 1001)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ts[1].Recv(ctx, 9, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts[1].Recycle(f)
+	_, releases := lendAndSend(t, ts, 1, 1000, func(f *dist.Frame) {
+		if inRing(ts[1].peers[0].in, f.Payload) {
+			t.Error("a payload at a misaligned ring offset was lent")
+		}
+	})
+	releases[0]()
+	if got := ts[1].Stats().Lent; got != 0 {
+		t.Fatalf("lent %d frames, want 0", got)
+	}
+}

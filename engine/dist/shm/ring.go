@@ -142,11 +142,12 @@ func (r *ring) consumed(to uint64) {
 
 // inPlace waits until the next n bytes are all in the ring and returns them where they lie,
 // with give, which hands them back; ok is false (and nothing waited for) where they would not
-// lie in one piece: across the ring's end, or more than the producer puts in at once.
+// lie in one piece (across the ring's end, or more than the producer puts in at once) or not
+// at an 8-byte boundary, where a typed view of them (the reduction's) would be misaligned.
 func (r *ring) inPlace(w waitFor, n uint64) (b []byte, give func(), ok bool, err error) {
 	rd := r.rd
 	off := rd & r.mask
-	if n == 0 || n > r.chunk() || off+n > r.capacity() {
+	if n == 0 || n > r.chunk() || off+n > r.capacity() || off%8 != 0 {
 		return nil, nil, false, nil
 	}
 	there := func() bool { return atomic.LoadUint64(r.head)-rd >= n }
