@@ -191,3 +191,51 @@ func TestMisalignedPayloadIsCopiedNotLent(t *testing.T) {
 		t.Fatalf("lent %d frames, want 0", got)
 	}
 }
+
+// While a payload is lent, the producer may fill the rest of the ring but never its bytes: a
+// sender that needs them waits (here until its deadline, E_TIMEOUT_COMM, the frame untorn), the
+// lent payload still reads as sent, and once it is recycled the same send goes through.
+func TestALentPayloadIsNeverOverwritten(t *testing.T) {
+	noLeak(t)
+	ts := connectAll(t, 2, func(c *Config) { c.RingBytes = MinRingBytes })
+	fs, releases := lendAndSend(t, ts, 1, 1000, nil)
+	defer releases[0]()
+	const n = 8 << 10 // a whole frame per write (under a quarter of the ring)
+	sent := 0
+	for ; sent < 3*MinRingBytes/n; sent++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := ts[0].SendSummed(ctx, 1, frame(0, 1, 6, uint64(sent), n))
+		cancel()
+		if err != nil {
+			wantTimeoutComm(t, err, 1)
+			break
+		}
+		f, err := ts[1].Recv(context.Background(), 6, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkFrame(f, 0, 1, 6, uint64(sent), n); err != nil {
+			t.Fatal(err)
+		}
+		ts[1].Recycle(f)
+	}
+	if sent == 3*MinRingBytes/n || sent < MinRingBytes/n-2 {
+		t.Fatalf("%d frames of %d bytes went in with 1000 bytes lent in a %d-byte ring", sent, n, MinRingBytes)
+	}
+	if err := checkFrame(fs[0], 0, 1, 5, 0, 1000); err != nil {
+		t.Fatalf("the lent payload after the ring filled: %v", err)
+	}
+	ts[1].Recycle(fs[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ts[0].SendSummed(ctx, 1, frame(0, 1, 6, uint64(sent), n)); err != nil {
+		t.Fatalf("the send after the loan came back: %v", err)
+	}
+	f, err := ts[1].Recv(ctx, 6, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFrame(f, 0, 1, 6, uint64(sent), n); err != nil {
+		t.Fatal(err)
+	}
+}
