@@ -73,35 +73,29 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 	sumOnSend := summing && n == 2
 
 	// The all-gather phase's frames land straight in full where the transport can do that
-	// (dist.Lander): posted before anything is sent, so every one is read after its post.
-	// Only the bottom transport lands; a layer above it (hooks, a fabric) must see each frame.
-	if ld, ok := cl.c.t.(Lander); ok && full != nil {
-		for p := 0; p < n; p++ {
-			if p == me {
-				continue
+	// (dist.Lander), and the first phase's are read in place (dist.Lender): the reducer adds
+	// straight from the transport's memory and recycles each segment's frames once it is
+	// reduced, never waiting on their senders in between. Both are posted before anything is
+	// sent, so every frame is read after its post; a loan's size is that of this rank's own
+	// contributions (a peer that sends another count arrives copied). Only the bottom
+	// transport lands or lends; a layer above it (hooks, a fabric) must see each frame.
+	ld, lands := cl.c.t.(Lander)
+	le, lends := cl.c.t.(Lender)
+	for p := 0; p < n; p++ {
+		if p == me {
+			continue
+		}
+		for k := range nseg {
+			if lends {
+				a, b := seg(hi-lo, k)
+				defer le.Lend(cl.c.opts.ID, cl.c.ranks[p], cl.seq, uint32(k), len(parts)*(b-a)*size)()
 			}
+		}
+		if lands && full != nil {
 			plo, phi := chunk(count, n, p)
 			for k := range segments(phi-plo, per) {
 				a, b := seg(phi-plo, k)
-				release := ld.Land(cl.c.opts.ID, cl.c.ranks[p], cl.seq, uint32(nseg+k), full[(plo+a)*size:(plo+b)*size])
-				defer release()
-			}
-		}
-	}
-
-	// The first phase's frames are read in place where the transport can (dist.Lender): the
-	// reducer adds straight from the transport's memory and recycles each segment's frames
-	// once it is reduced, never waiting on their senders in between. The size posted is that
-	// of this rank's own contributions; a peer that sends another count arrives copied.
-	if ld, ok := cl.c.t.(Lender); ok {
-		for p := 0; p < n; p++ {
-			if p == me {
-				continue
-			}
-			for k := range nseg {
-				a, b := seg(hi-lo, k)
-				release := ld.Lend(cl.c.opts.ID, cl.c.ranks[p], cl.seq, uint32(k), len(parts)*(b-a)*size)
-				defer release()
+				defer ld.Land(cl.c.opts.ID, cl.c.ranks[p], cl.seq, uint32(nseg+k), full[(plo+a)*size:(plo+b)*size])()
 			}
 		}
 	}
@@ -133,11 +127,13 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 				// Parts count on across the phases, so a frame of the first phase arriving in
 				// the second is a part this call already had, not another op.
 				part := uint32(segments(phi-plo, per) + k)
-				send := func() error { return cl.sendSeq(p, opB, 0, cl.seq, part, mine[a*size:b*size], sums[k]) }
+				var err error
 				if sumOnSend {
-					send = func() error { return cl.sendOne(p, opB, 0, cl.seq, part, mine[a*size:b*size]) }
+					err = cl.sendOne(p, opB, 0, cl.seq, part, mine[a*size:b*size])
+				} else {
+					err = cl.sendSeq(p, opB, 0, cl.seq, part, mine[a*size:b*size], sums[k])
 				}
-				if err := send(); err != nil {
+				if err != nil {
 					return err
 				}
 			}

@@ -82,10 +82,10 @@ type ring struct {
 	lent []*span
 }
 
-// A span is a payload read in place and lent out, [start, end) in stream positions.
+// A span is a payload read in place and lent out, from stream position start on.
 type span struct {
-	start, end uint64
-	back       bool // handed back
+	start uint64
+	back  bool // handed back
 }
 
 func u64At(b []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) }
@@ -156,10 +156,10 @@ func (r *ring) inPlace(w waitFor, n uint64) (b []byte, give func(), ok bool, err
 			return nil, nil, false, err
 		}
 	}
-	s := &span{start: rd, end: rd + n}
+	s := &span{start: rd}
 	r.cmu.Lock()
 	r.lent = append(r.lent, s)
-	r.rd = s.end
+	r.rd = rd + n
 	r.cmu.Unlock()
 	var once sync.Once
 	return r.data[off : off+n : off+n], func() { once.Do(func() { r.giveBack(s) }) }, true, nil

@@ -321,33 +321,19 @@ func (t *Transport) read(p *peer) {
 			return
 		}
 		n, _ := h.PayloadLen()
-		var f *dist.Frame
-		var crc uint32
 		l := p.claim(h, n)
-		if l != nil && l.lend {
-			f, err = p.lent(l, h, n)
-			if err != nil {
-				p.fail(t.goneErr(p, "receive from", err))
-				return
-			}
-			if f != nil {
-				t.lentN.Add(1)
-				t.recvd.Add(int64(dist.HeaderSize + n))
-				if !p.queue(h.Comm).Push(f, t.closing, p.dead) {
-					p.fail(t.closedErr("receive from", p.rank))
-					return
-				}
-				continue
-			}
-			l = nil // it would not lie in one piece: copied out as any frame
-		}
-		if l != nil {
+		f, crc, err := p.lent(l, h, n)
+		switch {
+		case err != nil:
+		case f != nil:
+			t.lentN.Add(1)
+		case l != nil && !l.lend:
 			f = &dist.Frame{Header: h, Payload: l.dst}
 			f.SetLanded()
 			crc, err = p.in.read(waitFor{stop: t.closing, abort: l.abort}, l.dst, true)
 			close(l.done)
 			t.landed.Add(1)
-		} else {
+		default: // no post, or a loan whose payload does not lie in one piece: copied out
 			f = &dist.Frame{Header: h, Payload: dist.PayloadBuffer(n)}
 			crc, err = p.in.read(w, f.Payload, true)
 		}
@@ -364,22 +350,24 @@ func (t *Transport) read(p *peer) {
 	}
 }
 
-// lent reads the payload of the frame with header h, claimed by loan l, in place: its
-// checksum is computed over the ring's bytes, and the frame goes out with them. A nil frame
-// (and no error) is a payload that does not lie in one piece; the stream is then untouched.
-func (p *peer) lent(l *landing, h dist.Header, n int) (*dist.Frame, error) {
+// lent reads the payload of the frame with header h in place when l is a loan for it: the frame
+// goes out with the ring's bytes and their checksum, computed there. A nil frame and no error:
+// l is no loan, or the payload does not lie in one piece (the stream is then untouched).
+func (p *peer) lent(l *landing, h dist.Header, n int) (*dist.Frame, uint32, error) {
+	if l == nil || !l.lend {
+		return nil, 0, nil
+	}
 	defer close(l.done)
 	b, give, ok, err := p.in.inPlace(waitFor{stop: p.t.closing, abort: l.abort}, uint64(n))
 	if err != nil || !ok {
-		return nil, err
+		return nil, 0, err
 	}
 	f := &dist.Frame{Header: h, Payload: b}
-	f.SetReceivedSum(dist.Checksum(b))
 	f.SetLent(give)
 	p.lmu.Lock()
 	l.give = give
 	p.lmu.Unlock()
-	return f, nil
+	return f, dist.Checksum(b), nil
 }
 
 // Close ends the transport: pending and later calls fail, every peer sees this rank's closed
