@@ -107,6 +107,10 @@ type Frame struct {
 	// reading the payload a second time.
 	sum    uint32
 	summed bool
+	// deferred: the receiving transport left the checksum to the frame's consumer, which reads
+	// the payload anyway (a Lender's frame, added straight from the ring): Check skips the crc
+	// field, and the consumer runs the payload through a Sum before it trusts what it made of it.
+	deferred bool
 	// landed: Payload is a buffer the receiver posted (Lander), not a pooled one, so it is never
 	// recycled.
 	landed bool
@@ -139,6 +143,23 @@ func (f *Frame) EndLoan() bool {
 // build its frame from the header and the new payload (Frame{Header: h, Payload: p}), which
 // has no sum, never copy the received Frame.
 func (f *Frame) SetReceivedSum(crc uint32) { f.sum, f.summed = crc, true }
+
+// DeferSum leaves f's checksum to its consumer (a Lender does, for a loan whose consumer
+// checksums the payload while it reduces it: one read of the transport's memory, not two).
+func (f *Frame) DeferSum() { f.deferred = true }
+
+// Deferred reports whether f's checksum is still to be checked by its consumer (CheckSum).
+func (f *Frame) Deferred() bool { return f.deferred }
+
+// CheckSum compares crc, the CRC32C of the whole payload as the consumer read it, with the
+// header's: the crc field's FieldError of Check when they differ.
+func (f *Frame) CheckSum(crc uint32) *FieldError {
+	if crc == f.CRC || failpoint.Enabled(failpoint.DistFrameCRCUnchecked) {
+		return nil
+	}
+	return &FieldError{Field: "crc", Got: fmt.Sprintf("%08x", crc), Want: fmt.Sprintf("%08x", f.CRC),
+		Why: "the payload was corrupted in transit and is discarded"}
+}
 
 // payloadSum is the payload's CRC32C, computed now unless the transport already did.
 func (f *Frame) payloadSum() uint32 {
@@ -188,6 +209,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Checksum is the CRC32C of a payload.
 func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
+
+// UpdateChecksum is crc (a Checksum of the bytes before p) updated with p.
+func UpdateChecksum(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
 
 // PayloadLen is the byte length the header announces.
 func (h *Header) PayloadLen() (int, error) {
@@ -343,8 +367,8 @@ func (e Expect) Check(f *Frame) *FieldError {
 	if n, err := h.PayloadLen(); err != nil || n != len(f.Payload) {
 		return bad("length", len(f.Payload), fmt.Sprintf("%d (%d elements)", n, h.Count), "the payload is not as long as its header says")
 	}
-	if got := f.payloadSum(); got != h.CRC && !failpoint.Enabled(failpoint.DistFrameCRCUnchecked) {
-		return bad("crc", fmt.Sprintf("%08x", got), fmt.Sprintf("%08x", h.CRC), "the payload was corrupted in transit and is discarded")
+	if f.deferred {
+		return nil // the consumer checks it as it reads (DeferSum)
 	}
-	return nil
+	return f.CheckSum(f.payloadSum())
 }

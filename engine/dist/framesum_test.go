@@ -27,6 +27,36 @@ func TestReceivedSumIsWhatCheckCompares(t *testing.T) {
 	}
 }
 
+// A frame whose checksum is left to its consumer (DeferSum) passes Check's header fields without
+// a crc verdict, and the consumer's CheckSum over the bytes it read decides: the header's CRC
+// passes, any other sum is the crc error Check would have given.
+func TestDeferredSumIsTheConsumersToCheck(t *testing.T) {
+	p := []byte("a payload read in place")
+	f := &Frame{Header: Header{Comm: 1, Seq: 2, Op: OpSend, DType: numerics.I8, Count: uint64(len(p)), CRC: Checksum(p) ^ 4}, Payload: p}
+	want := Expect{Comm: 1, Seq: 2, Op: OpSend, DType: numerics.I8, Count: len(p)}
+	if fe := want.Check(f); fe == nil || fe.Field != "crc" {
+		t.Fatalf("undeferred frame with a bad CRC: got %v, want a crc error", fe)
+	}
+	f.DeferSum()
+	if !f.Deferred() {
+		t.Fatal("DeferSum did not mark the frame")
+	}
+	if fe := want.Check(f); fe != nil {
+		t.Fatalf("deferred frame: Check gave %v, want the crc left to the consumer", fe)
+	}
+	if fe := f.CheckSum(UpdateChecksum(Checksum(p[:5]), p[5:])); fe == nil || fe.Field != "crc" {
+		t.Fatalf("consumer's sum of the bytes against a bad header CRC: got %v, want a crc error", fe)
+	}
+	f.CRC = Checksum(p)
+	if fe := f.CheckSum(UpdateChecksum(Checksum(p[:5]), p[5:])); fe != nil {
+		t.Fatalf("consumer's sum in two pieces against the right CRC: %v", fe)
+	}
+	f.Count++ // a header field still fails Check on a deferred frame
+	if fe := want.Check(f); fe == nil || fe.Field != "count" {
+		t.Fatalf("deferred frame with a wrong count: got %v, want a count error", fe)
+	}
+}
+
 // The fused copies give the bytes of copy and the checksum of crc32 over them, for lengths
 // around the piece size.
 func TestCopySumsEqualCopyThenChecksum(t *testing.T) {

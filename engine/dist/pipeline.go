@@ -195,6 +195,12 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 			}
 			mu.Lock()
 			contribs := got[next]
+			var deferred []*Frame // lent frames whose checksum is the reducer's (Frame.DeferSum)
+			for _, f := range frames[next] {
+				if f.Deferred() {
+					deferred = append(deferred, f)
+				}
+			}
 			mu.Unlock()
 			ordered := make([][]byte, 0, n*len(parts))
 			for i := 0; i < n; i++ {
@@ -208,8 +214,8 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 				ordered = append(ordered, contribs[q]...)
 			}
 			a, b := seg(hi-lo, next)
-			if err := reduce(cl.c.opts.Mode, cl.dt, cl.red, ordered, mine[a*size:b*size]); err != nil {
-				return errs.Wrap(errs.Internal, err, "%s", cl.where())
+			if err := cl.reduceChecked(ordered, mine[a*size:b*size], deferred); err != nil {
+				return err
 			}
 			if full != nil && !sumOnSend {
 				sums[next] = Checksum(mine[a*size : b*size]) // while the segment is still in cache
@@ -224,6 +230,57 @@ func (cl *call) pipelined(parts [][]byte, count int, mine, full []byte, opA, opB
 		return nil
 	})
 	return cl.group(fns)
+}
+
+// reducePiece is the unit in which reduceChecked checksums and adds: it fits in L1 beside the
+// other contributions' pieces, and is a whole number of vector steps of every dtype.
+const reducePiece = 16 << 10
+
+// reduceChecked is reduce(ins -> out) that also checks the checksums the transport left to it
+// (deferred: frames read in place, Frame.DeferSum). A lent payload that is one contribution is
+// checksummed a piece at a time right before that piece is added, so the add reads it from L1
+// instead of reading the transport's memory a second time; one that holds several
+// contributions is checksummed whole first. The reduction is element-wise, so the pieces give
+// the bits of one whole call. A mismatch is that frame's E_DESYNC, before the segment is sent
+// on: out then holds what any failed call leaves in its buffer, nothing the call returns.
+func (cl *call) reduceChecked(ins [][]byte, out []byte, deferred []*Frame) error {
+	red := func(ins [][]byte, out []byte) error {
+		if err := reduce(cl.c.opts.Mode, cl.dt, cl.red, ins, out); err != nil {
+			return errs.Wrap(errs.Internal, err, "%s", cl.where())
+		}
+		return nil
+	}
+	var piecewise []*Frame
+	for _, f := range deferred {
+		if len(f.Payload) == len(out) {
+			piecewise = append(piecewise, f)
+		} else if fe := f.CheckSum(Checksum(f.Payload)); fe != nil {
+			return DesyncError(cl.where(), int(f.Src), fe)
+		}
+	}
+	if len(piecewise) == 0 {
+		return red(ins, out)
+	}
+	sums := make([]uint32, len(piecewise))
+	sub := make([][]byte, len(ins))
+	for off := 0; off < len(out); off += reducePiece {
+		end := min(len(out), off+reducePiece)
+		for j, f := range piecewise {
+			sums[j] = UpdateChecksum(sums[j], f.Payload[off:end])
+		}
+		for i, in := range ins {
+			sub[i] = in[off:end]
+		}
+		if err := red(sub, out[off:end]); err != nil {
+			return err
+		}
+	}
+	for j, f := range piecewise {
+		if fe := f.CheckSum(sums[j]); fe != nil {
+			return DesyncError(cl.where(), int(f.Src), fe)
+		}
+	}
+	return nil
 }
 
 // group runs fns concurrently. The first failure cancels the rest, so no goroutine outlives the
@@ -261,7 +318,9 @@ func (cl *call) group(fns []func(*call) error) error {
 	return best
 }
 
-// rank orders errors by how much they say about the cause (lower says more).
+// rank orders errors by how much they say about the cause (lower says more). Of the timeouts,
+// the reducer's list of contributions that never came names the silent rank itself; a wait for
+// a peer's reduced segment may only see that peer blocked on the silent one.
 func rank(err error) int {
 	var ab abortErr
 	switch {
@@ -269,11 +328,18 @@ func rank(err error) int {
 		return 0
 	case errs.CodeOf(err) == errs.Desync:
 		return 1
+	case errors.As(err, new(silentErr)):
+		return 2
 	case errors.Is(err, context.Canceled), strings.Contains(err.Error(), "cancelled"):
-		return 3
+		return 4
 	}
-	return 2
+	return 3
 }
+
+// silentErr is missing's E_TIMEOUT_COMM: it names the ranks whose contributions never came.
+type silentErr struct{ error }
+
+func (e silentErr) Unwrap() error { return e.error }
 
 // missing names the ranks whose contributions to a segment never came.
 func (cl *call) missing(seg [][][]byte, mu *sync.Mutex) error {
@@ -288,6 +354,6 @@ func (cl *call) missing(seg [][][]byte, mu *sync.Mutex) error {
 	if len(silent) == 0 || cl.ctx.Err() != context.DeadlineExceeded {
 		return errs.New(errs.TimeoutComm, "%s: cancelled", cl.where())
 	}
-	return errs.New(errs.TimeoutComm, "%s: no contribution from rank(s) %v within %s (rank %d is silent or stuck)",
-		cl.where(), silent, time.Since(cl.start).Round(time.Millisecond), silent[0])
+	return silentErr{errs.New(errs.TimeoutComm, "%s: no contribution from rank(s) %v within %s (rank %d is silent or stuck)",
+		cl.where(), silent, time.Since(cl.start).Round(time.Millisecond), silent[0])}
 }

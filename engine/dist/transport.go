@@ -55,10 +55,11 @@ type Lander interface {
 }
 
 // A Lender is a transport that can hand a frame out with its payload still in the transport's
-// own memory (the shm rings), read and checksummed in place, saving the copy out of the wire
-// that a reduction would read once and drop. Lend posts the frame (comm, from, seq, part) with
-// a payload of n bytes; that frame, if it is read after the post and the transport can keep it
-// whole, comes out of Recv lent (SetLent, its received checksum recorded): its payload stays
+// own memory (the shm rings), read in place, saving the copy out of the wire that a reduction
+// would read once and drop. Lend posts the frame (comm, from, seq, part) with a payload of n
+// bytes; that frame, if it is read after the post and the transport can keep it whole, comes
+// out of Recv lent (SetLent) and unchecked (DeferSum: the poster checksums the payload as it
+// reads it, so the transport's memory is read once, and must not use it otherwise): its payload stays
 // valid until the frame is recycled, and the transport holds the memory, and whatever the
 // sender wrote after it, until then, so the receiver must recycle it soon and must never wait
 // on that sender in between. release ends the post and hands back a lent frame not yet

@@ -4,12 +4,15 @@ package shm
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
+	"github.com/tessera-qa/tessera-qa/engine/errs"
+	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
 // inRing reports whether b lies in r's data: a payload read in place, not copied out.
@@ -237,5 +240,67 @@ func TestALentPayloadIsNeverOverwritten(t *testing.T) {
 	}
 	if err := checkFrame(f, 0, 1, 6, uint64(sent), n); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A lent frame comes out unchecked: its checksum is the reducer's, computed over the ring's
+// bytes as it adds them (dist.Frame.DeferSum). A flip anywhere in such a payload, past the
+// first of the pieces the reducer checksums and adds, or in a frame that carries several
+// contributions (checksummed whole before any is added), is still E_DESYNC naming crc.
+func TestFlipInALentPayloadIsDesyncCRCWhereverItIs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bytes int // each rank's buffer
+		parts int // contributions per rank (AllReduceMulti)
+		at    int // the flipped payload byte of rank 0's first frame to rank 1
+	}{
+		{"first piece", 64 << 10, 1, 100},
+		{"a later piece", 256 << 10, 1, 100<<10 + 3},
+		{"the last byte", 256 << 10, 1, 128<<10 - 1},
+		{"two contributions", 64 << 10, 2, 40<<10 + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeak(t)
+			ts := connectAll(t, 2, nil)
+			target := ts[0].peers[1].out
+			var flipped atomic.Bool
+			at := uint64(dist.HeaderSize + tc.at)
+			corruptHook = func(r *ring, pos, n uint64) {
+				if r.data == nil || &r.data[0] != &target.data[0] || pos > at || pos+n <= at || flipped.Swap(true) {
+					return
+				}
+				*r.at(at) ^= 0x04
+			}
+			t.Cleanup(func() { corruptHook = nil })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			errsOut := make([]error, 2)
+			var wg sync.WaitGroup
+			for r := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := dist.NewComm(ts[r], dist.Options{Timeout: 5 * time.Second})
+					parts := make([][]byte, tc.parts)
+					for j := range parts {
+						parts[j] = make([]byte, tc.bytes)
+						for i := range parts[j] {
+							parts[j][i] = byte(i*7 + r + j)
+						}
+					}
+					errsOut[r] = c.AllReduceMulti(ctx, numerics.I8, parts, make([]byte, tc.bytes), dist.Max)
+				}()
+			}
+			wg.Wait()
+			if !flipped.Load() {
+				t.Fatal("the hook never saw the byte")
+			}
+			if err := errsOut[1]; errs.CodeOf(err) != errs.Desync || dist.DesyncField(err) != "crc" {
+				t.Fatalf("rank 1: got %v, want E_DESYNC naming crc", err)
+			}
+			if got := ts[1].Stats().Lent; got < 1 {
+				t.Fatalf("rank 1 lent %d frames, want the corrupted one read in place", got)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -214,6 +215,14 @@ func (w waitFor) wait(ready func() bool, seq, waiting, peerClosed, peerPid *uint
 		if ready() {
 			return nil
 		}
+	}
+	// Before sleeping in the kernel, let this process's other goroutines run: the futex wait
+	// is a blocking syscall that keeps this thread's P, so a goroutine this one just woke (the
+	// receiver of a frame it queued, a Send's caller) would wait for the scheduler to take the
+	// P back, milliseconds when it is busy.
+	runtime.Gosched()
+	if ready() {
+		return nil
 	}
 	lastLive := time.Now()
 	for {

@@ -322,11 +322,13 @@ func (t *Transport) read(p *peer) {
 		}
 		n, _ := h.PayloadLen()
 		l := p.claim(h, n)
-		f, crc, err := p.lent(l, h, n)
+		f, err := p.lent(l, h, n)
+		var crc uint32
 		switch {
 		case err != nil:
 		case f != nil:
 			t.lentN.Add(1)
+			f.DeferSum() // the reducer checksums the ring's bytes as it adds them
 		case l != nil && !l.lend:
 			f = &dist.Frame{Header: h, Payload: l.dst}
 			f.SetLanded()
@@ -341,7 +343,9 @@ func (t *Transport) read(p *peer) {
 			p.fail(t.goneErr(p, "receive from", err))
 			return
 		}
-		f.SetReceivedSum(crc)
+		if !f.Deferred() {
+			f.SetReceivedSum(crc)
+		}
 		t.recvd.Add(int64(dist.HeaderSize + n))
 		if !p.queue(h.Comm).Push(f, t.closing, p.dead) {
 			p.fail(t.closedErr("receive from", p.rank))
@@ -351,23 +355,24 @@ func (t *Transport) read(p *peer) {
 }
 
 // lent reads the payload of the frame with header h in place when l is a loan for it: the frame
-// goes out with the ring's bytes and their checksum, computed there. A nil frame and no error:
-// l is no loan, or the payload does not lie in one piece (the stream is then untouched).
-func (p *peer) lent(l *landing, h dist.Header, n int) (*dist.Frame, uint32, error) {
+// goes out with the ring's bytes, unchecked: its consumer checksums them as it reads them. A
+// nil frame and no error: l is no loan, or the payload does not lie in one piece (the stream
+// is then untouched).
+func (p *peer) lent(l *landing, h dist.Header, n int) (*dist.Frame, error) {
 	if l == nil || !l.lend {
-		return nil, 0, nil
+		return nil, nil
 	}
 	defer close(l.done)
 	b, give, ok, err := p.in.inPlace(waitFor{stop: p.t.closing, abort: l.abort}, uint64(n))
 	if err != nil || !ok {
-		return nil, 0, err
+		return nil, err
 	}
 	f := &dist.Frame{Header: h, Payload: b}
 	f.SetLent(give)
 	p.lmu.Lock()
 	l.give = give
 	p.lmu.Unlock()
-	return f, dist.Checksum(b), nil
+	return f, nil
 }
 
 // Close ends the transport: pending and later calls fail, every peer sees this rank's closed
