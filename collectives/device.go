@@ -302,7 +302,7 @@ func (d *deviceRun) timeIt(ctx context.Context, fn func() error) (float64, error
 	if err := d.Comm.Synchronize(ctx); err != nil {
 		return 0, err
 	}
-	return timeReps(ctx, d.Host, d.cfg.Iters, func() (float64, error) {
+	return timeReps(ctx, d.Host, d.cfg.Iters, nil, func() (float64, error) {
 		if err := d.Mem.Record(d.start); err != nil {
 			return 0, err
 		}

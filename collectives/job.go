@@ -415,7 +415,7 @@ func addGloo(ctx context.Context, o Options, rows []Row, notes *[]string) error 
 			r.GlooTimeUS = secs[j] * 1e6
 			_, r.GlooBusBWGBs = Bandwidth(Op(r.Op), r.World, r.Bytes, secs[j])
 			if r.GlooBusBWGBs > 0 {
-				r.Ratio = r.BusBWGBs / r.GlooBusBWGBs
+				r.Ratio, r.RatioIP = r.BusBWGBs/r.GlooBusBWGBs, r.BusBWGBsIP/r.GlooBusBWGBs
 			}
 		}
 	}

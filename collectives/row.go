@@ -49,10 +49,13 @@ type Row struct {
 	OK   bool   `json:"ok"`
 	Note string `json:"note,omitempty"` // why not OK
 	// --vs gloo: torch.distributed's gloo backend on the same world, size and dtype, timed
-	// in the same command; Ratio is our busbw over gloo's (above 1: we are faster).
+	// in the same command; Ratio is our out-of-place busbw over gloo's (above 1: we are
+	// faster), RatioIP our in-place busbw over gloo's: like with like, since torch.distributed's
+	// all_reduce is always in place, its input restored outside the clock as ours is.
 	GlooTimeUS   float64 `json:"gloo_time_us,omitempty"`
 	GlooBusBWGBs float64 `json:"gloo_busbw_gbs,omitempty"`
 	Ratio        float64 `json:"ratio,omitempty"`
+	RatioIP      float64 `json:"ratio_ip,omitempty"`
 	// Device transports (cuda, nccl): rank 0's device-to-device copy of the row's bytes on its
 	// GPU, timed with CUDA events in the same run (median after warm-up), its bandwidth
 	// (bytes / time), and busbw over it: the ceiling a one-GPU collective is measured against.

@@ -278,7 +278,7 @@ func runCase(ctx context.Context, c *dist.Comm, cfg Config, cs Case) (record, er
 	rec.wrong = v.wrong(r, recv)
 	rec.digest = digestOf(dt, recv)
 	var err error
-	if rec.secs, err = timeIt(ctx, c, cfg, func() error { return call(send, recv) }); err != nil {
+	if rec.secs, err = timeIt(ctx, c, cfg, nil, func() error { return call(send, recv) }); err != nil {
 		return rec, err
 	}
 
@@ -312,7 +312,14 @@ func runCase(ctx context.Context, c *dist.Comm, cfg Config, cs Case) (record, er
 	} else {
 		rec.wrongIP = v.wrong(r, out)
 	}
-	if rec.secsIP, err = timeIt(ctx, c, cfg, func() error { return call(in, out) }); err != nil {
+	// Each in-place all_reduce and broadcast starts from the inputs again, restored outside the
+	// clock, as differential/gloo's torch.distributed calls (always in place) are restored: so
+	// the in-place time is the one --vs gloo compares like with like.
+	var restore func()
+	if cs.Op == AllReduce || (cs.Op == Broadcast && r == cs.Root) {
+		restore = func() { copy(buf, send) }
+	}
+	if rec.secsIP, err = timeIt(ctx, c, cfg, restore, func() error { return call(in, out) }); err != nil {
 		return rec, err
 	}
 	if err := v.meaningless(); err != nil {
@@ -348,23 +355,27 @@ func splitParts(g gen, r, n, k, count int) [][]byte {
 	return parts
 }
 
-// timeIt runs fn Warmup times, then Iters timed repetitions, each after a barrier (outside
-// the clock) so every rank starts it together. A repetition's time is its slowest rank's (the
+// timeIt runs fn Warmup times, then Iters timed repetitions, each after prep (when set) and a
+// barrier, both outside the clock, so every rank starts it together. A repetition's time is its slowest rank's (the
 // ranks' times are gathered over c); the result is the median over repetitions (design.md §8),
 // the same on every rank, and the method differential/gloo's Bench uses, so --vs gloo
 // compares like with like. 0 when Iters is 0.
-func timeIt(ctx context.Context, c *dist.Comm, cfg Config, fn func() error) (float64, error) {
+func timeIt(ctx context.Context, c *dist.Comm, cfg Config, prep func(), fn func() error) (float64, error) {
 	if cfg.Iters == 0 {
 		return 0, nil
 	}
+	if prep == nil {
+		prep = func() {}
+	}
 	for range cfg.Warmup {
+		prep()
 		if err := fn(); err != nil {
 			return 0, err
 		}
 	}
 	// A modeled fabric's transport keeps its own (possibly virtual) time.
 	clock, timed := c.Transport().(interface{ Now() time.Duration })
-	return timeReps(ctx, c, cfg.Iters, func() (float64, error) {
+	return timeReps(ctx, c, cfg.Iters, prep, func() (float64, error) {
 		if timed {
 			t0 := clock.Now()
 			if err := fn(); err != nil {
@@ -380,13 +391,16 @@ func timeIt(ctx context.Context, c *dist.Comm, cfg Config, fn func() error) (flo
 	})
 }
 
-// timeReps runs measure iters times, each after a barrier on c (outside the clock); measure
-// returns this rank's seconds for one call. A repetition's time is its slowest rank's (the
+// timeReps runs measure iters times, each after prep (when set) and a barrier on c, outside
+// the clock; measure returns this rank's seconds for one call. A repetition's time is its slowest rank's (the
 // ranks' times are gathered over c); the result is the median over repetitions, the same on
 // every rank.
-func timeReps(ctx context.Context, c *dist.Comm, iters int, measure func() (float64, error)) (float64, error) {
+func timeReps(ctx context.Context, c *dist.Comm, iters int, prep func(), measure func() (float64, error)) (float64, error) {
 	mine := make([]byte, 8*iters)
 	for i := range iters {
+		if prep != nil {
+			prep()
+		}
 		if err := c.Barrier(ctx); err != nil {
 			return 0, err
 		}

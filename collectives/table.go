@@ -32,7 +32,7 @@ func PrintTable(w io.Writer, rows []Row) {
 			fmt.Fprintf(w, "# %s  transport %s  mode %s  world %d  (%s)\n", r.Op, r.Transport, r.Mode, r.World, bits)
 			extra, units := "", ""
 			if gloo {
-				extra, units = "  gloo(us) gloo-busbw   ratio", "               (GB/s)  busbw"
+				extra, units = "  gloo(us) gloo-busbw   ratio   ratio", "               (GB/s)   (oop)    (ip)"
 			}
 			if dev {
 				extra, units = extra+"       copy bus/copy", units+"     (GB/s)"
@@ -51,7 +51,7 @@ func PrintTable(w io.Writer, rows []Row) {
 			r.Bytes, r.Count, r.DType, r.RedOp, r.Root, us(r.TimeUS), bw(r.AlgBWGBs, r.TimeUS), bw(r.BusBWGBs, r.TimeUS), r.Wrong,
 			us(r.TimeUSIP), bw(r.AlgBWGBsIP, r.TimeUSIP), bw(r.BusBWGBsIP, r.TimeUSIP), r.WrongIP, short(r.Digest))
 		if gloo {
-			line += fmt.Sprintf("  %8s %10s %7s", us(r.GlooTimeUS), bw(r.GlooBusBWGBs, r.GlooTimeUS), ratio(r.Ratio))
+			line += fmt.Sprintf("  %8s %10s %7s %7s", us(r.GlooTimeUS), bw(r.GlooBusBWGBs, r.GlooTimeUS), ratio(r.Ratio), ratio(r.RatioIP))
 		}
 		if dev {
 			line += fmt.Sprintf("  %9s %8s", bw(r.CopyGBs, r.CopyUS), ratio(r.BusOverCopy))
@@ -142,7 +142,7 @@ func PrintSummary(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "# device: %s; times are CUDA events; copy = a device-to-device copy of the row's bytes on rank 0's GPU in the same run (bus/copy = busbw / copy bandwidth)\n", rep.DeviceClass)
 	}
 	if rep.Gloo != "" {
-		fmt.Fprintf(w, "# gloo: %s; ratio = our busbw / gloo's (above 1: faster than gloo)\n", rep.Gloo)
+		fmt.Fprintf(w, "# gloo: %s; ratio = our busbw / gloo's (above 1: faster than gloo), out of place and in place; gloo's all_reduce is in place, its input restored outside the clock as our in-place one is: the in-place ratio is like with like\n", rep.Gloo)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "# note: %s\n", n)

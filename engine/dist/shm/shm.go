@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -351,6 +352,9 @@ func (t *Transport) read(p *peer) {
 			p.fail(t.closedErr("receive from", p.rank))
 			return
 		}
+		// The frame's receiver was probably just woken onto this P; let it run now rather than
+		// after this goroutine next blocks (a whole frame's copy later, or a futex sleep).
+		runtime.Gosched()
 	}
 }
 

@@ -96,7 +96,7 @@ func TestCollectivesVsGlooWithoutTorch(t *testing.T) {
 	}
 }
 
-// --vs gloo puts gloo's time, busbw and the ratio beside every size, through the same
+// --vs gloo puts gloo's time, busbw and the ratios (out of place, in place) beside every size, through the same
 // bandwidth formula as ours (a fake gloo that takes 1 ms per call, so the test needs no torch).
 func TestCollectivesVsGlooColumns(t *testing.T) {
 	probe, bench := collectives.GlooProbe, collectives.GlooBench
@@ -124,8 +124,9 @@ func TestCollectivesVsGlooColumns(t *testing.T) {
 			if r.GlooTimeUS != 0 {
 				t.Errorf("%s: a gloo time where gloo cannot run", r.Key())
 			}
-		case r.GlooTimeUS != 1000 || r.GlooBusBWGBs != float64(r.Bytes)/1e-3/1e9 || r.Ratio != r.BusBWGBs/r.GlooBusBWGBs:
-			t.Errorf("%s: gloo %g us, %g GB/s, ratio %g", r.Key(), r.GlooTimeUS, r.GlooBusBWGBs, r.Ratio)
+		case r.GlooTimeUS != 1000 || r.GlooBusBWGBs != float64(r.Bytes)/1e-3/1e9 || r.Ratio != r.BusBWGBs/r.GlooBusBWGBs ||
+			r.RatioIP != r.BusBWGBsIP/r.GlooBusBWGBs:
+			t.Errorf("%s: gloo %g us, %g GB/s, ratio %g out of place, %g in place", r.Key(), r.GlooTimeUS, r.GlooBusBWGBs, r.Ratio, r.RatioIP)
 		}
 	}
 	if rep.Gloo != "fake gloo" || len(rep.Notes) != 1 || !strings.Contains(o.stderr, "gloo(us)") || !strings.Contains(o.stderr, "# note: E_UNSUPPORTED: gloo has no avg") {
