@@ -68,7 +68,8 @@ type CollectivesRow struct {
 //     "busbw_gbs@BYTES", unit GB/s: the dashboard's busbw-vs-size page;
 //   - bench: rows measured against gloo (--vs gloo), as a series "collectives/op/redop/mode" on
 //     device "CLASS/transport/wN" whose value is our time over gloo's (the bench convention:
-//     a ratio measured in one run, lower is better).
+//     a ratio measured in one run, lower is better), out of place, and ".../in-place" for our
+//     in-place time over gloo's (like with like: torch.distributed's calls are in place).
 const (
 	CollectivesSuite  = "collectives"
 	CollectivesMetric = "collectives"
@@ -211,12 +212,19 @@ func parseCollectives(file string, data []byte, doc bool) (*Report, error) {
 				Metric: busbwPrefix + strconv.FormatInt(r.Bytes, 10), Unit: "GB/s", Value: r.BusBWGBs, Verdict: verdict,
 				Note: "time " + strconv.FormatFloat(r.TimeUS, 'f', 2, 64) + " us, algbw " + strconv.FormatFloat(r.AlgBWGBs, 'f', 3, 64) + " GB/s"})
 		}
-		if r.GlooTimeUS > 0 && r.TimeUS > 0 {
-			ratio := r.TimeUS / r.GlooTimeUS
+		// Against gloo: out of place, and in place (like with like: gloo's calls are in place).
+		for _, pl := range []struct {
+			suffix string
+			us, bw float64
+		}{{"", r.TimeUS, r.BusBWGBs}, {"/in-place", r.TimeUSIP, r.BusBWGBsIP}} {
+			if r.GlooTimeUS <= 0 || pl.us <= 0 {
+				continue
+			}
+			ratio := pl.us / r.GlooTimeUS
 			p.Batch.Bench = append(p.Batch.Bench, store.BenchRow{
-				Key: store.SeriesKey{Benchmark: "collectives/" + r.Op + "/" + r.RedOp + "/" + r.Mode,
+				Key: store.SeriesKey{Benchmark: "collectives/" + r.Op + "/" + r.RedOp + "/" + r.Mode + pl.suffix,
 					Device: class + "/" + r.Transport + "/w" + strconv.Itoa(r.World), DType: r.DType, Shape: strconv.FormatInt(r.Bytes, 10) + "B"},
-				Unit: "ratio", Value: ratio, EngineMS: r.TimeUS / 1000, RefMS: r.GlooTimeUS / 1000, Ratio: ratio, GBps: r.BusBWGBs})
+				Unit: "ratio", Value: ratio, EngineMS: pl.us / 1000, RefMS: r.GlooTimeUS / 1000, Ratio: ratio, GBps: pl.bw})
 		}
 	}
 	p.Batch.Suites = resultSuites(p.Batch.Results)

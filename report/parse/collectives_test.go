@@ -66,7 +66,7 @@ func TestCollectivesReportsBecomeResultsAndBusBWMetrics(t *testing.T) {
 		t.Errorf("suites %+v", p.Batch.Suites)
 	}
 
-	// A failing row fails its result; gloo's side becomes a bench ratio.
+	// A failing row fails its result; gloo's side becomes bench ratios.
 	doc.Rows[0].OK, doc.Rows[0].Wrong, doc.Rows[0].Note = false, 3, "3 wrong elements"
 	doc.Rows[1].GlooTimeUS, doc.Rows[1].GlooBusBWGBs = doc.Rows[1].TimeUS*2, doc.Rows[1].BusBWGBs/2
 	data, _ = json.Marshal(doc)
@@ -76,7 +76,9 @@ func TestCollectivesReportsBecomeResultsAndBusBWMetrics(t *testing.T) {
 	if r := p.Batch.Results[0]; r.Verdict != harness.VerdictFail || r.Reason != "3 wrong elements" {
 		t.Errorf("failing row: %+v", r)
 	}
-	if len(p.Batch.Bench) != 1 || p.Batch.Bench[0].Unit != "ratio" || p.Batch.Bench[0].Value != 0.5 || !strings.HasPrefix(p.Batch.Bench[0].Key.Benchmark, "collectives/") {
+	// Two series: out of place, and in place (like with like: gloo's calls are in place).
+	if b := p.Batch.Bench; len(b) != 2 || b[0].Unit != "ratio" || b[0].Value != 0.5 || !strings.HasPrefix(b[0].Key.Benchmark, "collectives/") ||
+		b[1].Key.Benchmark != b[0].Key.Benchmark+"/in-place" || b[1].Value != doc.Rows[1].TimeUSIP/doc.Rows[1].GlooTimeUS || b[1].Key.Shape != b[0].Key.Shape {
 		t.Errorf("gloo bench rows %+v", p.Batch.Bench)
 	}
 
