@@ -364,11 +364,10 @@ func timeIt(ctx context.Context, c *dist.Comm, cfg Config, prep func(), fn func(
 	if cfg.Iters == 0 {
 		return 0, nil
 	}
-	if prep == nil {
-		prep = func() {}
-	}
 	for range cfg.Warmup {
-		prep()
+		if prep != nil {
+			prep()
+		}
 		if err := fn(); err != nil {
 			return 0, err
 		}

@@ -4,7 +4,6 @@ package shm
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/tessera-qa/tessera-qa/engine/dist"
 	"github.com/tessera-qa/tessera-qa/engine/errs"
-	"github.com/tessera-qa/tessera-qa/engine/numerics"
 )
 
 // inRing reports whether b lies in r's data: a payload read in place, not copied out.
@@ -260,41 +258,7 @@ func TestFlipInALentPayloadIsDesyncCRCWhereverItIs(t *testing.T) {
 		{"two contributions", 64 << 10, 2, 40<<10 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
-			ts := connectAll(t, 2, nil)
-			target := ts[0].peers[1].out
-			var flipped atomic.Bool
-			at := uint64(dist.HeaderSize + tc.at)
-			corruptHook = func(r *ring, pos, n uint64) {
-				if r.data == nil || &r.data[0] != &target.data[0] || pos > at || pos+n <= at || flipped.Swap(true) {
-					return
-				}
-				*r.at(at) ^= 0x04
-			}
-			t.Cleanup(func() { corruptHook = nil })
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			errsOut := make([]error, 2)
-			var wg sync.WaitGroup
-			for r := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c := dist.NewComm(ts[r], dist.Options{Timeout: 5 * time.Second})
-					parts := make([][]byte, tc.parts)
-					for j := range parts {
-						parts[j] = make([]byte, tc.bytes)
-						for i := range parts[j] {
-							parts[j][i] = byte(i*7 + r + j)
-						}
-					}
-					errsOut[r] = c.AllReduceMulti(ctx, numerics.I8, parts, make([]byte, tc.bytes), dist.Max)
-				}()
-			}
-			wg.Wait()
-			if !flipped.Load() {
-				t.Fatal("the hook never saw the byte")
-			}
+			ts, errsOut := allReduceWithAFlip(t, tc.bytes, tc.parts, tc.at)
 			if err := errsOut[1]; errs.CodeOf(err) != errs.Desync || dist.DesyncField(err) != "crc" {
 				t.Fatalf("rank 1: got %v, want E_DESYNC naming crc", err)
 			}

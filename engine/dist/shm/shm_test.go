@@ -352,16 +352,48 @@ func TestPeerProcessGoneIsDetected(t *testing.T) {
 // A bit flipped in the ring (in the mapping, after the sender's copy and before the receiver
 // reads it) is caught by the communicator as on tcp: E_DESYNC naming the crc field.
 func TestFlippedBitInRingIsDesyncCRC(t *testing.T) {
+	ts, errsOut := allReduceWithAFlip(t, 4<<10, 1, 100)
+	err := errsOut[1] // rank 1 received the corrupted frame
+	if errs.CodeOf(err) != errs.Desync || dist.DesyncField(err) != "crc" {
+		t.Fatalf("rank 1: got %v, want E_DESYNC naming crc", err)
+	}
+	// The first phase's frame is read in place (dist.Lender): the checksum over the ring's
+	// bytes is what caught the flip.
+	if got := ts[1].Stats().Lent; got != 1 {
+		t.Fatalf("rank 1 lent %d frames, want 1", got)
+	}
+}
+
+// posted waits until p's receiver has posted a loan or landing: rank 0 sends only then, so its
+// first frame is read after rank 1's post, not before it (a frame read before its post is copied).
+func posted(p *peer, within time.Duration) bool {
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		p.lmu.Lock()
+		k := len(p.lands)
+		p.lmu.Unlock()
+		if k > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// allReduceWithAFlip runs a max all_reduce of parts buffers of n bytes per rank (int8) over a
+// fresh two-rank world, with bit 4 of payload byte at of rank 0's first frame to rank 1
+// flipped in the ring after the sender's copy, and returns the world and each rank's error.
+// Rank 0 starts once rank 1 has posted its receives, so that frame is read in place.
+func allReduceWithAFlip(t *testing.T, n, parts, at int) ([]*Transport, []error) {
+	t.Helper()
 	noLeak(t)
 	ts := connectAll(t, 2, nil)
 	target := ts[0].peers[1].out
 	var flipped atomic.Bool
-	const at = dist.HeaderSize + 100 // a payload byte of the first frame
-	corruptHook = func(r *ring, pos, n uint64) {
-		if r.data == nil || &r.data[0] != &target.data[0] || pos > at || pos+n <= at || flipped.Swap(true) {
+	pos0 := uint64(dist.HeaderSize + at)
+	corruptHook = func(r *ring, pos, k uint64) {
+		if r.data == nil || &r.data[0] != &target.data[0] || pos > pos0 || pos+k <= pos0 || flipped.Swap(true) {
 			return
 		}
-		*r.at(at) ^= 0x10
+		*r.at(pos0) ^= 0x10
 	}
 	t.Cleanup(func() { corruptHook = nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -372,27 +404,26 @@ func TestFlippedBitInRingIsDesyncCRC(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := dist.NewComm(ts[r], dist.Options{Timeout: 5 * time.Second})
-			buf := make([]byte, 4<<10)
-			for i := range buf {
-				buf[i] = byte(i*7 + r)
+			if r == 0 && !posted(ts[1].peers[0], 5*time.Second) {
+				errsOut[r] = errors.New("rank 1 posted nothing for rank 0 within 5s")
+				return
 			}
-			errsOut[r] = c.AllReduce(ctx, numerics.I8, buf, buf, dist.Max)
+			c := dist.NewComm(ts[r], dist.Options{Timeout: 5 * time.Second})
+			bufs := make([][]byte, parts)
+			for j := range bufs {
+				bufs[j] = make([]byte, n)
+				for i := range bufs[j] {
+					bufs[j][i] = byte(i*7 + r + j)
+				}
+			}
+			errsOut[r] = c.AllReduceMulti(ctx, numerics.I8, bufs, make([]byte, n), dist.Max)
 		}()
 	}
 	wg.Wait()
 	if !flipped.Load() {
-		t.Fatal("the hook never saw the frame")
+		t.Fatal("the hook never saw the byte")
 	}
-	err := errsOut[1] // rank 1 received the corrupted frame
-	if errs.CodeOf(err) != errs.Desync || dist.DesyncField(err) != "crc" {
-		t.Fatalf("rank 1: got %v, want E_DESYNC naming crc", err)
-	}
-	// The first phase's frame is read in place (dist.Lender): the checksum over the ring's
-	// bytes is what caught the flip.
-	if got := ts[1].Stats().Lent; got != 1 {
-		t.Fatalf("rank 1 lent %d frames, want 1", got)
-	}
+	return ts, errsOut
 }
 
 func TestWorldOfOne(t *testing.T) {
